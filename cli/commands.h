@@ -1,0 +1,28 @@
+// The subcommands of the deskside binary. Each lives in its own cli/cmd_<name>.cpp, parses its
+// flags with cli::Args and calls into engine/, models/ or server/. A command returns the process
+// exit code; it throws cli::UsageError for bad flags (exit 2) and any other exception for a
+// failure (its message is printed, exit 1).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cli/args.h"
+
+namespace deskside::cli {
+
+struct Command {
+    std::string_view name;
+    std::string_view summary;  // one line for `deskside --help`
+    std::string_view usage;    // the full `deskside NAME --help` text
+    int (*run)(Args& args);
+};
+
+// Every registered command, in the order `deskside --help` lists them.
+std::span<const Command> commands();
+
+// One declaration per command; defined in cli/cmd_<name>.cpp.
+extern const Command kInspectCommand;
+
+}  // namespace deskside::cli

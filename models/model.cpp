@@ -1,0 +1,156 @@
+#include "models/model.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "models/gguf.h"
+#include "models/hf_checkpoint.h"
+
+namespace deskside::models {
+
+bool Hparams::layer_is_swa(int64_t il) const {
+    if (sliding_window <= 0) return false;
+    if (sliding_window_pattern <= 0) return true;
+    return il % sliding_window_pattern != sliding_window_pattern - 1;
+}
+
+int64_t Tensor::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
+
+const Tensor* ModelInfo::find(const std::string& name) const {
+    for (const Tensor& t : tensors) {
+        if (t.name == name) return &t;
+    }
+    return nullptr;
+}
+
+int64_t ModelInfo::n_params() const {
+    int64_t n = 0;
+    for (const Tensor& t : tensors) n += t.n_elements();
+    return n;
+}
+
+namespace {
+
+// Gemma 3 local layers use a fixed RoPE base (not stored in GGUF files) and every 6th layer is
+// global unless the file says otherwise. ref: Gemma 3 technical report, section 2.
+constexpr double kGemma3LocalRopeBase = 10000.0;
+constexpr int64_t kGemma3DefaultSwaPattern = 6;
+
+std::optional<int64_t> optional_id(const GgufFile& f, const std::string& key) {
+    if (!f.find(key)) return std::nullopt;
+    return f.get_int(key, -1);
+}
+
+// The per-layer value of a key that may be a scalar or an array with one entry per layer (as
+// head_count_kv is in some files); deskside needs one value, so an array must be uniform.
+int64_t uniform_int(const GgufFile& f, const std::string& key, int64_t fallback) {
+    const GgufValue* v = f.find(key);
+    if (!v || v->type != GgufType::ARRAY) return f.get_int(key, fallback);
+    const GgufArray& a = v->as_array();
+    if (a.items.empty()) return fallback;
+    const int64_t first = a.items[0].as_int();
+    for (const GgufValue& item : a.items) {
+        if (item.as_int() != first)
+            throw GgufError(f.path() + ": metadata key '" + key + "': per-layer values that differ are not supported");
+    }
+    return first;
+}
+
+Hparams gguf_hparams(const GgufFile& f) {
+    Hparams hp;
+    hp.architecture = f.get_string("general.architecture");
+    if (hp.architecture.empty()) return hp;  // vocab-only files
+    const std::string a = hp.architecture + ".";
+    hp.n_layer = f.get_int(a + "block_count", 0);
+    hp.n_embd = f.get_int(a + "embedding_length", 0);
+    hp.n_head = uniform_int(f, a + "attention.head_count", 0);
+    hp.n_head_kv = uniform_int(f, a + "attention.head_count_kv", hp.n_head);
+    const int64_t default_head = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
+    hp.head_dim = f.get_int(a + "attention.key_length", default_head);
+    hp.head_dim_v = f.get_int(a + "attention.value_length", hp.head_dim);
+    hp.n_ff = uniform_int(f, a + "feed_forward_length", 0);
+    hp.n_ctx_train = f.get_int(a + "context_length", 0);
+    hp.norm_eps = f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
+    hp.n_rot = f.get_int(a + "rope.dimension_count", hp.head_dim);
+    hp.rope_freq_base = f.get_float(a + "rope.freq_base", 10000.0);
+    hp.rope_freq_base_swa = f.get_float(a + "rope.freq_base_swa", 0.0);
+
+    const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+    if (scaling == "linear") hp.rope_scaling = RopeScaling::Linear;
+    else if (scaling == "yarn") hp.rope_scaling = RopeScaling::Yarn;
+    else if (scaling == "llama3") hp.rope_scaling = RopeScaling::Llama3;
+    hp.rope_scaling_factor = f.get_float(a + "rope.scaling.factor", 1.0);
+    // Older files store the linear factor as rope.scale_linear.
+    if (hp.rope_scaling == RopeScaling::None && f.find(a + "rope.scale_linear")) {
+        hp.rope_scaling_factor = f.get_float(a + "rope.scale_linear", 1.0);
+        if (hp.rope_scaling_factor != 1.0) hp.rope_scaling = RopeScaling::Linear;
+    }
+    hp.rope_orig_ctx = f.get_int(a + "rope.scaling.original_context_length", hp.n_ctx_train);
+
+    hp.sliding_window = f.get_int(a + "attention.sliding_window", 0);
+    hp.sliding_window_pattern = f.get_int(a + "attention.sliding_window_pattern", 0);
+    hp.rope_neox = hp.architecture != "llama";  // GGUF llama files store Q/K permuted for adjacent-pair RoPE
+    if (hp.architecture == "gemma3") {
+        if (hp.rope_freq_base_swa == 0.0) hp.rope_freq_base_swa = kGemma3LocalRopeBase;
+        if (hp.sliding_window_pattern == 0 && hp.sliding_window > 0) hp.sliding_window_pattern = kGemma3DefaultSwaPattern;
+    }
+    return hp;
+}
+
+TokenizerInfo gguf_tokenizer(const GgufFile& f) {
+    TokenizerInfo t;
+    t.kind = f.get_string("tokenizer.ggml.model", "none");
+    t.pre = f.get_string("tokenizer.ggml.pre");
+    if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) {
+        try {
+            t.n_vocab = static_cast<int64_t>(tokens->as_array().items.size());
+        } catch (const GgufError& e) {
+            throw GgufError(f.path() + ": metadata key 'tokenizer.ggml.tokens': " + e.what());
+        }
+    }
+    t.bos = optional_id(f, "tokenizer.ggml.bos_token_id");
+    t.eos = optional_id(f, "tokenizer.ggml.eos_token_id");
+    t.unk = optional_id(f, "tokenizer.ggml.unknown_token_id");
+    t.pad = optional_id(f, "tokenizer.ggml.padding_token_id");
+    t.eot = optional_id(f, "tokenizer.ggml.eot_token_id");
+    // SentencePiece vocabularies add BOS unless told otherwise; llama.cpp does the same.
+    t.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", t.kind == "llama");
+    t.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", false);
+    return t;
+}
+
+ModelInfo load_gguf(const std::string& path) {
+    auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+    ModelInfo m;
+    m.path = path;
+    m.format = "gguf";
+    m.file_size = file->file_size();
+    m.hparams = gguf_hparams(*file);
+    m.tokenizer = gguf_tokenizer(*file);
+    if (file->find("tokenizer.chat_template")) m.chat_template = file->get_string("tokenizer.chat_template");
+    for (const GgufTensorInfo& t : file->tensors()) {
+        m.tensors.push_back(Tensor{t.name, t.type, t.shape, t.data, t.n_bytes});
+    }
+    if (const Tensor* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
+        m.hparams.n_vocab = emb->shape[1];
+    } else {
+        m.hparams.n_vocab = m.tokenizer.n_vocab;
+    }
+    m.hparams.tied_embeddings = !m.hparams.architecture.empty() && m.find("output.weight") == nullptr;
+    m.storage = file;
+    return m;
+}
+
+}  // namespace
+
+ModelInfo load_model(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return load_hf_checkpoint(path);
+    return load_gguf(path);
+}
+
+}  // namespace deskside::models

@@ -1,0 +1,92 @@
+// What a checkpoint is, independent of where it came from.
+//
+// A GGUF file and a Hugging Face checkpoint directory both load into a ModelInfo: the
+// architecture's hyperparameters, a tensor table in one naming scheme (GGUF's:
+// "token_embd.weight", "blk.3.attn_q.weight", ...), tokenizer facts and the chat template. The
+// engine only ever sees a ModelInfo, so it never cares which format a model was stored in.
+//
+// Shapes follow ggml's convention everywhere: shape[0] is the contiguous dimension. A weight
+// matrix W of shape [n_in, n_out] holds n_out rows of n_in elements and computes y = W x.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quant/types.h"
+
+namespace deskside::models {
+
+enum class RopeScaling { None, Linear, Yarn, Llama3 };
+
+struct Hparams {
+    std::string architecture;  // "llama", "qwen2", "gemma3", or whatever the file declares
+    int64_t n_layer = 0;
+    int64_t n_embd = 0;
+    int64_t n_head = 0;
+    int64_t n_head_kv = 0;
+    int64_t head_dim = 0;  // key/query head size (not always n_embd / n_head, e.g. Gemma 3)
+    int64_t head_dim_v = 0;
+    int64_t n_ff = 0;
+    int64_t n_ctx_train = 0;
+    int64_t n_vocab = 0;
+    double norm_eps = 1e-5;  // RMS norm epsilon
+
+    int64_t n_rot = 0;              // how many dimensions of a head RoPE rotates
+    bool rope_neox = false;         // NEOX ordering (halves) instead of adjacent pairs
+    double rope_freq_base = 10000;  // global layers
+    double rope_freq_base_swa = 0;  // sliding-window layers, where they differ (Gemma 3); 0 = same
+    RopeScaling rope_scaling = RopeScaling::None;
+    double rope_scaling_factor = 1;
+    int64_t rope_orig_ctx = 0;  // yarn / llama3: the context the model was trained with
+    double rope_llama3_low_freq_factor = 1;
+    double rope_llama3_high_freq_factor = 4;
+
+    int64_t sliding_window = 0;     // 0 = none
+    int64_t sliding_window_pattern = 0;  // every Nth layer is global (layer % N == N-1); 0 = all SWA when window > 0
+    bool tied_embeddings = false;   // output head reuses token_embd.weight
+
+    // Whether layer `il` attends through the sliding window.
+    bool layer_is_swa(int64_t il) const;
+};
+
+struct TokenizerInfo {
+    std::string kind;  // "llama" (SentencePiece), "gpt2" (byte-level BPE), "bert", "none", ...
+    std::string pre;   // pre-tokenizer name for BPE (tokenizer.ggml.pre), empty if none
+    int64_t n_vocab = 0;
+    std::optional<int64_t> bos, eos, unk, pad, eot;
+    bool add_bos = false;
+    bool add_eos = false;
+};
+
+struct Tensor {
+    std::string name;  // GGUF naming scheme
+    quant::TypeId type = quant::TypeId::F32;
+    std::vector<int64_t> shape;  // [contiguous, ...]
+    const uint8_t* data = nullptr;  // points into a mapping owned by ModelInfo
+    size_t n_bytes = 0;
+
+    int64_t n_elements() const;
+};
+
+struct ModelInfo {
+    std::string path;
+    std::string format;  // "gguf" or "safetensors"
+    uint64_t file_size = 0;  // bytes on disk, all files together
+    Hparams hparams;
+    TokenizerInfo tokenizer;
+    std::optional<std::string> chat_template;
+    std::vector<Tensor> tensors;
+    std::shared_ptr<const void> storage;  // keeps the mappings that `tensors` point into alive
+
+    const Tensor* find(const std::string& name) const;
+    int64_t n_params() const;
+};
+
+// Loads a GGUF file or a Hugging Face checkpoint directory. Throws std::runtime_error (GgufError,
+// SafetensorsError, ...) naming the file and the field on anything malformed.
+ModelInfo load_model(const std::string& path);
+
+}  // namespace deskside::models
