@@ -95,6 +95,13 @@ std::string human_bytes(double b) {
     return buf;
 }
 
+std::string local_base(double base) {
+    if (base <= 0) return "";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (sliding-window layers %g)", base);
+    return buf;
+}
+
 void print_text(const ordered_json& j) {
     std::printf("model:         %s (%s, %s)\n", j["path"].get<std::string>().c_str(), j["format"].get<std::string>().c_str(),
                 human_bytes(j["file_size"].get<double>()).c_str());
@@ -110,11 +117,11 @@ void print_text(const ordered_json& j) {
         std::printf("context %lld, vocab %lld, norm eps %g\n", h["n_ctx_train"].get<long long>(),
                     h["n_vocab"].get<long long>(), h["norm_eps"].get<double>());
         std::printf("rope: base %g%s, %lld dims, %s, scaling %s x%g\n", r["freq_base"].get<double>(),
-                    r["freq_base_swa"].get<double>() > 0 ? (" (local " + std::to_string(r["freq_base_swa"].get<double>()) + ")").c_str() : "",
+                    local_base(r["freq_base_swa"].get<double>()).c_str(),
                     r["n_rot"].get<long long>(), r["neox"].get<bool>() ? "neox" : "normal",
                     r["scaling"].get<std::string>().c_str(), r["scaling_factor"].get<double>());
         if (h["sliding_window"].get<long long>() > 0) {
-            std::printf("sliding window %lld (every %lldth layer global)\n", h["sliding_window"].get<long long>(),
+            std::printf("sliding window %lld (pattern %lld: layers with index %% pattern == pattern-1 are global)\n", h["sliding_window"].get<long long>(),
                         h["sliding_window_pattern"].get<long long>());
         }
     }
@@ -148,7 +155,7 @@ int run(Args& args) {
     const models::ModelInfo m = models::load_model(pos[0]);
     const ordered_json j = describe(m);
     if (json) {
-        std::printf("%s\n", j.dump(1).c_str());
+        std::printf("%s\n", j.dump(1, ' ', false, ordered_json::error_handler_t::replace).c_str());
     } else {
         print_text(j);
     }

@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@ namespace deskside::models {
 
 bool Hparams::layer_is_swa(int64_t il) const {
     if (sliding_window <= 0) return false;
+    if (!swa_layers.empty()) return il >= 0 && il < static_cast<int64_t>(swa_layers.size()) && swa_layers[il];
     if (sliding_window_pattern <= 0) return true;
     return il % sliding_window_pattern != sliding_window_pattern - 1;
 }
@@ -42,22 +44,28 @@ constexpr int64_t kGemma3DefaultSwaPattern = 6;
 
 std::optional<int64_t> optional_id(const GgufFile& f, const std::string& key) {
     if (!f.find(key)) return std::nullopt;
-    return f.get_int(key, -1);
+    const int64_t id = f.get_int(key, -1);
+    // llama.cpp writes "no such token" as -1, often stored as u32 0xFFFFFFFF.
+    if (id < 0 || id == 0xFFFFFFFFll) return std::nullopt;
+    return id;
 }
 
-// The per-layer value of a key that may be a scalar or an array with one entry per layer (as
-// head_count_kv is in some files); deskside needs one value, so an array must be uniform.
-int64_t uniform_int(const GgufFile& f, const std::string& key, int64_t fallback) {
+// A key that may be a scalar or an array with one entry per layer (head_count_kv and
+// feed_forward_length are per-layer in some families). Returns the largest value and fills
+// `per_layer` when the file gives one per layer.
+int64_t layered_int(const GgufFile& f, const std::string& key, int64_t fallback, std::vector<int64_t>* per_layer) {
     const GgufValue* v = f.find(key);
     if (!v || v->type != GgufType::ARRAY) return f.get_int(key, fallback);
-    const GgufArray& a = v->as_array();
-    if (a.items.empty()) return fallback;
-    const int64_t first = a.items[0].as_int();
-    for (const GgufValue& item : a.items) {
-        if (item.as_int() != first)
-            throw GgufError(f.path() + ": metadata key '" + key + "': per-layer values that differ are not supported");
+    try {
+        int64_t largest = fallback;
+        for (const GgufValue& item : v->as_array().items) {
+            per_layer->push_back(item.as_int());
+            largest = per_layer->size() == 1 ? per_layer->back() : std::max(largest, per_layer->back());
+        }
+        return largest;
+    } catch (const GgufError& e) {
+        throw GgufError(f.path() + ": metadata key '" + key + "': " + e.what());
     }
-    return first;
 }
 
 Hparams gguf_hparams(const GgufFile& f) {
@@ -67,12 +75,12 @@ Hparams gguf_hparams(const GgufFile& f) {
     const std::string a = hp.architecture + ".";
     hp.n_layer = f.get_int(a + "block_count", 0);
     hp.n_embd = f.get_int(a + "embedding_length", 0);
-    hp.n_head = uniform_int(f, a + "attention.head_count", 0);
-    hp.n_head_kv = uniform_int(f, a + "attention.head_count_kv", hp.n_head);
+    hp.n_head = layered_int(f, a + "attention.head_count", 0, &hp.n_head_layers);
+    hp.n_head_kv = layered_int(f, a + "attention.head_count_kv", hp.n_head, &hp.n_head_kv_layers);
     const int64_t default_head = hp.n_head > 0 ? hp.n_embd / hp.n_head : 0;
     hp.head_dim = f.get_int(a + "attention.key_length", default_head);
     hp.head_dim_v = f.get_int(a + "attention.value_length", hp.head_dim);
-    hp.n_ff = uniform_int(f, a + "feed_forward_length", 0);
+    hp.n_ff = layered_int(f, a + "feed_forward_length", 0, &hp.n_ff_layers);
     hp.n_ctx_train = f.get_int(a + "context_length", 0);
     hp.norm_eps = f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
     hp.n_rot = f.get_int(a + "rope.dimension_count", hp.head_dim);
@@ -92,7 +100,15 @@ Hparams gguf_hparams(const GgufFile& f) {
     hp.rope_orig_ctx = f.get_int(a + "rope.scaling.original_context_length", hp.n_ctx_train);
 
     hp.sliding_window = f.get_int(a + "attention.sliding_window", 0);
-    hp.sliding_window_pattern = f.get_int(a + "attention.sliding_window_pattern", 0);
+    if (const GgufValue* pattern = f.find(a + "attention.sliding_window_pattern"); pattern && pattern->type == GgufType::ARRAY) {
+        try {
+            for (const GgufValue& item : pattern->as_array().items) hp.swa_layers.push_back(item.as_bool());
+        } catch (const GgufError& e) {
+            throw GgufError(f.path() + ": metadata key '" + a + "attention.sliding_window_pattern': " + e.what());
+        }
+    } else {
+        hp.sliding_window_pattern = f.get_int(a + "attention.sliding_window_pattern", 0);
+    }
     hp.rope_neox = hp.architecture != "llama";  // GGUF llama files store Q/K permuted for adjacent-pair RoPE
     if (hp.architecture == "gemma3") {
         if (hp.rope_freq_base_swa == 0.0) hp.rope_freq_base_swa = kGemma3LocalRopeBase;

@@ -30,6 +30,9 @@ struct Hparams {
     int64_t head_dim = 0;  // key/query head size (not always n_embd / n_head, e.g. Gemma 3)
     int64_t head_dim_v = 0;
     int64_t n_ff = 0;
+    // Families that vary these per layer list one value per layer here (the scalars above then
+    // hold the largest); empty when uniform.
+    std::vector<int64_t> n_head_layers, n_head_kv_layers, n_ff_layers;
     int64_t n_ctx_train = 0;
     int64_t n_vocab = 0;
     double norm_eps = 1e-5;  // RMS norm epsilon
@@ -46,7 +49,11 @@ struct Hparams {
 
     int64_t sliding_window = 0;     // 0 = none
     int64_t sliding_window_pattern = 0;  // every Nth layer is global (layer % N == N-1); 0 = all SWA when window > 0
+    std::vector<bool> swa_layers;   // per-layer flags where the file lists them (overrides the pattern)
     bool tied_embeddings = false;   // output head reuses token_embd.weight
+    // RMS norm weights w are applied as (1 + w). Gemma checkpoints from Hugging Face store w this
+    // way; llama.cpp's converter adds the 1 when it writes GGUF, so GGUF files leave this false.
+    bool norm_weight_plus_one = false;
 
     // Whether layer `il` attends through the sliding window.
     bool layer_is_swa(int64_t il) const;

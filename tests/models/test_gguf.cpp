@@ -1,0 +1,276 @@
+// GGUF reader and writer against llama.cpp's own files under ../shared/models.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/gguf.h"
+#include "models/gguf_writer.h"
+#include "models/model.h"
+#include "support/paths.h"
+#include "support/process.h"
+
+namespace fs = std::filesystem;
+using deskside::models::GgufError;
+using deskside::models::GgufFile;
+using deskside::models::GgufType;
+using deskside::models::GgufValue;
+using deskside::models::GgufWriter;
+using deskside::test::run_deskside;
+using deskside::test::shared_path;
+
+namespace {
+
+std::vector<std::string> shared_gguf_files() {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(shared_path("models"))) {
+        if (e.is_regular_file() && e.path().extension() == ".gguf") out.push_back(e.path().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / ("deskside-" + name)).string(); }
+
+void write_file(const std::string& path, const uint8_t* data, size_t n) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
+}
+
+// Copies every metadata entry and tensor of `f` into a writer, in file order.
+GgufWriter copy_of(const GgufFile& f) {
+    GgufWriter w;
+    for (const auto& [k, v] : f.metadata()) w.set(k, v);
+    for (const auto& t : f.tensors()) w.add_tensor(t.name, t.type, t.shape, {t.data, t.n_bytes});
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("every GGUF under shared/models parses", "[gguf]") {
+    const auto files = shared_gguf_files();
+    REQUIRE(files.size() >= 30);
+    for (const std::string& path : files) {
+        INFO(path);
+        const GgufFile f = GgufFile::open(path);
+        CHECK((f.version() == 2 || f.version() == 3));
+        CHECK(f.find("tokenizer.ggml.model") != nullptr);
+        for (const auto& t : f.tensors()) {
+            CHECK(t.data != nullptr);
+            CHECK(t.offset + t.n_bytes <= f.file_size() - f.data_offset());
+        }
+    }
+}
+
+TEST_CASE("stories260K metadata and tensors as llama.cpp wrote them", "[gguf]") {
+    const GgufFile f = GgufFile::open(shared_path("models/stories260K.gguf"));
+    CHECK(f.get_string("general.architecture") == "llama");
+    CHECK(f.get_int("llama.block_count", 0) == 5);
+    CHECK(f.get_int("llama.embedding_length", 0) == 64);
+    CHECK(f.get_int("llama.attention.head_count", 0) == 8);
+    CHECK(f.get_int("llama.attention.head_count_kv", 0) == 4);
+    CHECK(f.find("tokenizer.ggml.tokens")->as_array().items.size() == 512);
+    CHECK(f.find("tokenizer.ggml.tokens")->as_array().items[1].as_string() == "<s>");
+    REQUIRE(f.tensors().size() == 48);
+    const auto* emb = f.find_tensor("token_embd.weight");
+    REQUIRE(emb != nullptr);
+    CHECK(emb->shape == std::vector<int64_t>{64, 512});
+    CHECK(emb->n_bytes == 64 * 512 * 4);
+    // A view into the mapping: the first float of the embedding matches the file bytes.
+    const auto bytes = read_bytes(shared_path("models/stories260K.gguf"));
+    CHECK(std::memcmp(emb->data, bytes.data() + f.data_offset() + emb->offset, emb->n_bytes) == 0);
+    // Typed look-ups name the key when the type is wrong.
+    CHECK_THROWS_WITH(f.get_int("general.architecture", 0), Catch::Contains("general.architecture"));
+}
+
+TEST_CASE("inspect --json reports stories260K's shape", "[gguf][cli]") {
+    const auto r = run_deskside({"inspect", shared_path("models/stories260K.gguf"), "--json"});
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["architecture"] == "llama");
+    CHECK(j["hparams"]["n_layer"] == 5);
+    CHECK(j["hparams"]["n_embd"] == 64);
+    CHECK(j["hparams"]["n_head"] == 8);
+    CHECK(j["hparams"]["n_head_kv"] == 4);
+    CHECK(j["hparams"]["n_vocab"] == 512);
+    CHECK(j["n_tensors"] == 48);
+    CHECK(j["types"].size() == 1);
+    CHECK(j["types"]["f32"]["tensors"] == 48);
+    CHECK(j["tokenizer"]["kind"] == "llama");
+    CHECK(j["tokenizer"]["bos"] == 1);
+}
+
+TEST_CASE("inspect works on every shared GGUF including vocab-only files", "[gguf][cli]") {
+    for (const std::string& path : shared_gguf_files()) {
+        INFO(path);
+        const auto r = run_deskside({"inspect", path, "--json"});
+        REQUIRE(r.exit_code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["tokenizer"]["n_vocab"].get<int64_t>() > 0);
+        const auto t = run_deskside({"inspect", path});
+        CHECK(t.exit_code == 0);
+        CHECK(t.out.find("tokenizer:") != std::string::npos);
+    }
+}
+
+TEST_CASE("writer round-trips real files bit-exactly", "[gguf]") {
+    for (const char* name : {"models/stories260K.gguf", "models/synth-k-q4_k_m.gguf", "models/vocab/ggml-vocab-qwen2.gguf"}) {
+        INFO(name);
+        const auto original_bytes = read_bytes(shared_path(name));
+        const GgufFile original = GgufFile::open(shared_path(name));
+        const std::vector<uint8_t> written = copy_of(original).to_bytes();
+        const GgufFile back = GgufFile::parse(written, "written");
+        REQUIRE(back.metadata().size() == original.metadata().size());
+        for (size_t i = 0; i < back.metadata().size(); ++i) {
+            CHECK(back.metadata()[i].first == original.metadata()[i].first);
+            CHECK(back.metadata()[i].second.summary(1 << 20) == original.metadata()[i].second.summary(1 << 20));
+            CHECK(back.metadata()[i].second.type == original.metadata()[i].second.type);
+        }
+        REQUIRE(back.tensors().size() == original.tensors().size());
+        for (size_t i = 0; i < back.tensors().size(); ++i) {
+            const auto& a = original.tensors()[i];
+            const auto& b = back.tensors()[i];
+            CHECK(a.name == b.name);
+            CHECK(a.type == b.type);
+            CHECK(a.shape == b.shape);
+            REQUIRE(a.n_bytes == b.n_bytes);
+            CHECK(std::memcmp(a.data, b.data, a.n_bytes) == 0);
+        }
+        // llama.cpp packs tensors the same way, so the whole file comes out identical.
+        if (original.version() == 3 && original.alignment() == GgufFile::kDefaultAlignment) {
+            CHECK(written == original_bytes);
+        }
+    }
+}
+
+TEST_CASE("writer writes every metadata type, nested arrays and alignment", "[gguf]") {
+    GgufWriter w;
+    w.set("general.alignment", GgufValue::u32(64));
+    w.set("u8", {GgufType::U8, uint64_t{200}});
+    w.set("i8", {GgufType::I8, int64_t{-100}});
+    w.set("u16", {GgufType::U16, uint64_t{60000}});
+    w.set("i16", {GgufType::I16, int64_t{-30000}});
+    w.set("u32", GgufValue::u32(4000000000u));
+    w.set("i32", GgufValue::i32(-2000000000));
+    w.set("u64", GgufValue::u64(1ull << 60));
+    w.set("i64", {GgufType::I64, int64_t{-(1ll << 60)}});
+    w.set("f32", GgufValue::f32(0.5f));
+    w.set("f64", {GgufType::F64, 1e300});
+    w.set("bool", GgufValue::boolean(true));
+    w.set("str", GgufValue::string("héllo\nworld"));
+    w.set("nested", GgufValue::array(GgufType::ARRAY, {GgufValue::array(GgufType::I32, {GgufValue::i32(1), GgufValue::i32(2)}),
+                                                       GgufValue::array(GgufType::I32, {})}));
+    const std::vector<float> data(96, 1.5f);
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data.data()), data.size() * 4);
+    w.add_tensor("a", deskside::quant::TypeId::F32, {3}, bytes.subspan(0, 12));
+    w.add_tensor("b", deskside::quant::TypeId::F32, {32, 3}, bytes);
+    const auto out = w.to_bytes();
+    const GgufFile f = GgufFile::parse(out, "mem");
+    CHECK(f.alignment() == 64);
+    CHECK(f.data_offset() % 64 == 0);
+    CHECK(f.get_int("u8", 0) == 200);
+    CHECK(f.get_int("i8", 0) == -100);
+    CHECK(f.get_int("i16", 0) == -30000);
+    CHECK(f.get_int("u32", 0) == 4000000000ll);
+    CHECK(f.get_int("i64", 0) == -(1ll << 60));
+    CHECK(f.get_float("f32", 0) == 0.5);
+    CHECK(f.get_float("f64", 0) == 1e300);
+    CHECK(f.get_bool("bool", false));
+    CHECK(f.get_string("str") == "héllo\nworld");
+    CHECK(f.find("nested")->as_array().items[0].as_array().items[1].as_int() == 2);
+    CHECK(f.find_tensor("b")->offset % 64 == 0);
+    CHECK(f.find_tensor("b")->shape == std::vector<int64_t>{32, 3});
+    // Bad input to the writer is refused, naming the tensor.
+    CHECK_THROWS_WITH(w.add_tensor("c", deskside::quant::TypeId::Q4_0, {33}, bytes), Catch::Contains("'c'"));
+    CHECK_THROWS_WITH(w.add_tensor("a", deskside::quant::TypeId::F32, {3}, bytes.subspan(0, 12)), Catch::Contains("duplicate"));
+}
+
+TEST_CASE("the reader survives every truncation and byte flip of the header", "[gguf][robustness]") {
+    auto bytes = read_bytes(shared_path("models/stories260K.gguf"));
+    const size_t header_end = GgufFile::parse(bytes, "x").data_offset();
+    REQUIRE(header_end > 1000);
+    for (size_t n = 0; n < header_end; ++n) {
+        try {
+            (void)GgufFile::parse(std::span(bytes.data(), n), "truncated");
+            FAIL("truncation at " << n << " was accepted");
+        } catch (const GgufError& e) {
+            const std::string msg = e.what();
+            if (msg.find("byte offset") == std::string::npos) FAIL("no offset in: " << msg);
+        }
+    }
+    // Mutations either parse (a changed value may still be valid) or throw GgufError; the
+    // sanitizer build turns any out-of-bounds read into a failure.
+    size_t accepted = 0, rejected = 0;
+    for (size_t i = 0; i < header_end; ++i) {
+        const uint8_t saved = bytes[i];
+        for (uint8_t m : {uint8_t(saved ^ 0xFF), uint8_t(saved ^ 0x01), uint8_t(0x7F), uint8_t(0)}) {
+            bytes[i] = m;
+            try {
+                (void)GgufFile::parse(bytes, "mutated");
+                ++accepted;
+            } catch (const GgufError&) {
+                ++rejected;
+            }
+        }
+        bytes[i] = saved;
+    }
+    CHECK(rejected > 0);
+    CHECK(accepted > 0);
+}
+
+TEST_CASE("deskside inspect exits 1 with a clear message on every truncated header", "[gguf][cli][robustness]") {
+    const auto bytes = read_bytes(shared_path("models/stories260K.gguf"));
+    const size_t header_end = GgufFile::parse(bytes, "x").data_offset();
+    const std::string path = temp_path("truncated.gguf");
+    for (size_t n = 0; n < header_end; ++n) {
+        write_file(path, bytes.data(), n);
+        const auto r = run_deskside({"inspect", path});
+        if (r.signaled || r.exit_code != 1 || r.err.find(path) == std::string::npos) {
+            FAIL("truncated at " << n << ": exit " << r.exit_code << " signal " << r.signal << " stderr: " << r.err);
+        }
+    }
+    fs::remove(path);
+}
+
+TEST_CASE("deskside inspect exits cleanly when header fields are corrupted", "[gguf][cli][robustness]") {
+    auto bytes = read_bytes(shared_path("models/stories260K.gguf"));
+    const GgufFile f = GgufFile::parse(bytes, "x");
+    // Byte offsets of fields: magic, version, tensor count, metadata count, the first key's length,
+    // and each byte of the header up to the data section at a stride (every field gets hit).
+    std::vector<size_t> offsets{0, 3, 4, 7, 8, 15, 16, 23, 24, 31};
+    for (size_t i = 32; i < f.data_offset(); i += 7) offsets.push_back(i);
+    const std::string path = temp_path("flipped.gguf");
+    size_t clean_errors = 0;
+    for (size_t at : offsets) {
+        for (uint8_t m : {uint8_t(0xFF), uint8_t(0x80)}) {
+            const uint8_t saved = bytes[at];
+            bytes[at] = static_cast<uint8_t>(saved ^ m);
+            write_file(path, bytes.data(), bytes.size());
+            bytes[at] = saved;
+            const auto r = run_deskside({"inspect", path, "--json"});
+            INFO("offset " << at << " stderr: " << r.err);
+            REQUIRE(!r.signaled);
+            REQUIRE((r.exit_code == 0 || r.exit_code == 1));
+            if (r.exit_code == 1) {
+                ++clean_errors;
+                CHECK(r.err.find(path) != std::string::npos);
+            }
+        }
+    }
+    CHECK(clean_errors > offsets.size() / 2);
+    // The fixed header fields are always fatal and named.
+    bytes[0] ^= 0xFF;
+    write_file(path, bytes.data(), bytes.size());
+    CHECK_THAT(run_deskside({"inspect", path}).err, Catch::Contains("bad magic") && Catch::Contains("byte offset 0"));
+    bytes[0] ^= 0xFF;
+    bytes[4] = 9;
+    write_file(path, bytes.data(), bytes.size());
+    CHECK_THAT(run_deskside({"inspect", path}).err, Catch::Contains("version 9"));
+    fs::remove(path);
+}

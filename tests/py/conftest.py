@@ -1,0 +1,33 @@
+"""Shared fixtures for the Python test suites: where the built binaries and shared models are."""
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+
+
+def build_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("DESKSIDE_BUILD", REPO / "build"))
+
+
+@pytest.fixture(scope="session")
+def deskside_bin() -> pathlib.Path:
+    path = pathlib.Path(os.environ.get("DESKSIDE_BIN", build_dir() / "deskside"))
+    if not path.exists():
+        pytest.fail(f"{path} not built (set DESKSIDE_BUILD or DESKSIDE_BIN)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gguf_tool() -> pathlib.Path:
+    path = build_dir() / "tests" / "gguf_tool"
+    if not path.exists():
+        pytest.fail(f"{path} not built")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared() -> pathlib.Path:
+    return SHARED
