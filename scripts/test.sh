@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds deskside with AddressSanitizer + UndefinedBehaviorSanitizer and runs every test:
+# the libFuzzer target for a bounded time, the Catch2 unit tests (ctest), then the Python suites
+# (pytest). Exits non-zero on any failure. This is the README's test command and what CI runs.
+#   FUZZ_SECONDS=60 (0 skips fuzzing)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh --deps-only || exit 1
+build=build-test
+export CCACHE_BASEDIR="$PWD"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDESKSIDE_SANITIZE=ON > /dev/null || exit 1
+cmake --build "$build" -j"$(nproc)" 2>&1 | grep -E "error|warning|Error|Built target deskside" ; [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+
+status=0
+if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-60}" || status=1
+fi
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 1500) || status=1
+
+DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py
+rc=$?
+# pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
+[ $rc -eq 0 ] || status=1
+exit $status
