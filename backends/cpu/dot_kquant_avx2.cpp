@@ -1,0 +1,182 @@
+// AVX2 dots for the 256-element super-block formats against Q8_K activations: Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K and IQ4_XS. Each super-block's whole integer sum (levels x activations x group
+// scales, minus the offset terms computed from the activations' group sums) is exact in int32
+// lanes, then scaled once by d_w * d_a.
+// ref: quant/ref_q2_q3_k.cpp, quant/ref_q4_q5_k.cpp, quant/ref_q6_q8_k.cpp, quant/ref_iq4.cpp
+#include "backends/cpu/dot_avx2_common.h"
+#include "backends/cpu/dot_isa.h"
+#include "quant/blocks.h"
+
+namespace deskside::backends::cpu {
+
+using namespace avx2;
+using quant::BlockQ8_K;
+using quant::kQKK;
+
+namespace {
+
+// Bits [shift, shift + width) of every byte of v, in the low bits of each byte.
+inline __m256i byte_field(__m256i v, int shift, int mask) {
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Adds an int scalar to lane 0 of an int32 vector (for offset terms folded into the exact sum).
+inline __m256i add_lane0(__m256i v, int x) { return _mm256_add_epi32(v, _mm256_setr_epi32(x, 0, 0, 0, 0, 0, 0, 0)); }
+
+}  // namespace
+
+float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockQ2_K*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        const uint8_t* sc = x[i].scales;
+        int sum_mins = 0;
+        for (int g = 0; g < 16; ++g) sum_mins += y[i].bsums[g] * (sc[g] >> 4);
+        __m256i isum = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {
+            const __m256i q2 = load(x[i].qs + 32 * half);
+            for (int k = 0; k < 4; ++k) {
+                const int g = 8 * half + 2 * k;  // the quarter's two groups of 16
+                const __m256i u = byte_field(q2, 2 * k, 3);
+                isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(u, load(y[i].qs + 128 * half + 32 * k), sc[g] & 0xF, sc[g + 1] & 0xF));
+            }
+        }
+        const float dall = y[i].d * fp16(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(isum), acc);
+        mins += y[i].d * fp16(x[i].dmin) * static_cast<float>(sum_mins);
+    }
+    return hsum(acc) - mins;
+}
+
+float vec_dot_q3_k_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockQ3_K*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        int scales[16];
+        int offset = 0;  // levels are stored as value + 4: subtract 4 * scale * group sum
+        for (int g = 0; g < 16; ++g) {
+            scales[g] = quant::q3k_scale(g, x[i].scales);
+            offset += scales[g] * y[i].bsums[g];
+        }
+        const __m256i hmask = load(x[i].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {
+            const __m256i q2 = load(x[i].qs + 32 * half);
+            for (int k = 0; k < 4; ++k) {
+                const int g = 8 * half + 2 * k;
+                const __m256i high = _mm256_slli_epi16(byte_field(hmask, 4 * half + k, 1), 2);
+                const __m256i u = _mm256_or_si256(byte_field(q2, 2 * k, 3), high);  // value + 4, 0..7
+                isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(u, load(y[i].qs + 128 * half + 32 * k), scales[g], scales[g + 1]));
+            }
+        }
+        isum = add_lane0(isum, -4 * offset);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+namespace {
+
+// Q4_K and Q5_K: 8 groups of 32 with 6-bit scales and mins; `levels(i, chunk)` gives the 64
+// unsigned levels of chunk 0..3 as (low group, high group) vectors.
+template <typename Block, typename LevelsFn>
+float dot_k4(int64_t n, const Block* x, const BlockQ8_K* y, LevelsFn levels) {
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        uint8_t sc[8], m[8];
+        int sum_mins = 0;
+        for (int g = 0; g < 8; ++g) {
+            quant::k4_scale_min(g, x[i].scales, &sc[g], &m[g]);
+            sum_mins += m[g] * (y[i].bsums[2 * g] + y[i].bsums[2 * g + 1]);
+        }
+        __m256i isum = _mm256_setzero_si256();
+        for (int chunk = 0; chunk < 4; ++chunk) {
+            __m256i lo, hi;
+            levels(i, chunk, &lo, &hi);
+            const int8_t* q8 = y[i].qs + 64 * chunk;
+            isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(lo, load(q8), sc[2 * chunk], sc[2 * chunk]));
+            isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(hi, load(q8 + 32), sc[2 * chunk + 1], sc[2 * chunk + 1]));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+        mins += fp16(x[i].dmin) * y[i].d * static_cast<float>(sum_mins);
+    }
+    return hsum(acc) - mins;
+}
+
+}  // namespace
+
+float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockQ4_K*>(w);
+    return dot_k4(n, x, static_cast<const BlockQ8_K*>(a), [&](int64_t i, int chunk, __m256i* lo, __m256i* hi) {
+        const __m256i q4 = load(x[i].qs + 32 * chunk);
+        *lo = _mm256_and_si256(q4, _mm256_set1_epi8(0x0F));
+        *hi = byte_field(q4, 4, 0x0F);
+    });
+}
+
+float vec_dot_q5_k_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockQ5_K*>(w);
+    return dot_k4(n, x, static_cast<const BlockQ8_K*>(a), [&](int64_t i, int chunk, __m256i* lo, __m256i* hi) {
+        const __m256i q4 = load(x[i].qs + 32 * chunk);
+        const __m256i qh = load(x[i].qh);
+        *lo = _mm256_or_si256(_mm256_and_si256(q4, _mm256_set1_epi8(0x0F)), _mm256_slli_epi16(byte_field(qh, 2 * chunk, 1), 4));
+        *hi = _mm256_or_si256(byte_field(q4, 4, 0x0F), _mm256_slli_epi16(byte_field(qh, 2 * chunk + 1, 1), 4));
+    });
+}
+
+float vec_dot_q6_k_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockQ6_K*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        const int8_t* sc = x[i].scales;
+        int offset = 0;  // levels are stored as value + 32: subtract 32 * scale * group sum
+        for (int g = 0; g < 16; ++g) offset += sc[g] * y[i].bsums[g];
+        __m256i isum = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {
+            const __m256i l0 = load(x[i].ql + 64 * half);
+            const __m256i l1 = load(x[i].ql + 64 * half + 32);
+            const __m256i qh = load(x[i].qh + 32 * half);
+            const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low_nibbles), _mm256_slli_epi16(byte_field(qh, 0, 3), 4)),
+                _mm256_or_si256(_mm256_and_si256(l1, low_nibbles), _mm256_slli_epi16(byte_field(qh, 2, 3), 4)),
+                _mm256_or_si256(byte_field(l0, 4, 0x0F), _mm256_slli_epi16(byte_field(qh, 4, 3), 4)),
+                _mm256_or_si256(byte_field(l1, 4, 0x0F), _mm256_slli_epi16(byte_field(qh, 6, 3), 4)),
+            };
+            for (int k = 0; k < 4; ++k) {
+                const int g = 8 * half + 2 * k;
+                isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(q[k], load(y[i].qs + 128 * half + 32 * k), sc[g], sc[g + 1]));
+            }
+        }
+        isum = add_lane0(isum, -32 * offset);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+float vec_dot_iq4_xs_avx2(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const quant::BlockIq4Xs*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(a);
+    const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues.data()));
+    const __m256i table = _mm256_set_m128i(table128, table128);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / kQKK; ++i) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int g = 0; g < 8; ++g) {
+            const int ls = (((x[i].scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((x[i].scales_h >> (2 * g)) & 3) << 4)) - 32;
+            const __m256i v = _mm256_shuffle_epi8(table, nibbles_32(x[i].qs + 16 * g));
+            const __m256i q8 = load(y[i].qs + 32 * g);
+            const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(q8, v));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(static_cast<int16_t>(ls))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+}  // namespace deskside::backends::cpu
