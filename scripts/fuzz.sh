@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDESKSIDE_FUZZ=ON \
-  -DDESKSIDE_TESTS=OFF -DDESKSIDE_VULKAN=OFF -DDESKSIDE_CUDA=OFF > "$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log"; exit 1; }
+  -DDESKSIDE_TESTS=OFF -DDESKSIDE_VULKAN=OFF -DDESKSIDE_CUDA=OFF > "$build-configure.log" 2>&1 \
+  || { cat "$build-configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" --target fuzz_gguf
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus"' EXIT
