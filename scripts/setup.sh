@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config ccache git clang
-  nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev catch2 libpcre2-dev
+  nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev catch2 libpcre2-dev libcurl4-openssl-dev
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   python3 python3-venv python3-pip tmux)
 
