@@ -55,6 +55,7 @@ ordered_json describe(const models::ModelInfo& m) {
         {"sliding_window", hp.sliding_window},
         {"sliding_window_pattern", hp.sliding_window_pattern},
         {"tied_embeddings", hp.tied_embeddings},
+        {"norm_weight_plus_one", hp.norm_weight_plus_one},
     };
     const models::TokenizerInfo& t = m.tokenizer;
     j["tokenizer"] = {

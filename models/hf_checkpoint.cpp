@@ -1,11 +1,185 @@
+// A Hugging Face checkpoint directory -> ModelInfo: config.json gives the hyperparameters
+// (hf_config.cpp), the safetensors files give the tensors, renamed to GGUF's scheme
+// (arch_names.cpp) with shapes reversed to ggml order, and the tokenizer files give the
+// tokenizer facts (hf_tokenizer_facts.cpp). Tensor data stays in the mappings.
+//
+// Numeric conventions that differ from a GGUF file of the same model are recorded in Hparams
+// rather than fixed up by copying weights: Q/K of llama-family checkpoints are not permuted
+// (hence rope_neox), and Gemma's norm weights are stored as w for (1 + w) (norm_weight_plus_one).
 #include "models/hf_checkpoint.h"
 
-#include <stdexcept>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "models/arch_names.h"
+#include "models/hf_config.h"
+#include "models/hf_json.h"
+#include "models/hf_tokenizer_facts.h"
+#include "models/safetensors.h"
 
 namespace deskside::models {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr size_t kMaxRank = 4;  // ggml tensors have at most four dimensions
+
+// A shard named by the index must be a file in the checkpoint directory itself.
+bool plain_file_name(const std::string& s) {
+    return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\\') == std::string::npos;
+}
+
+// Opens model.safetensors, or every shard that model.safetensors.index.json lists, and checks
+// that the index and the shards agree tensor by tensor.
+std::vector<SafetensorsFile> open_safetensors(const fs::path& dir) {
+    std::vector<SafetensorsFile> files;
+    if (fs::is_regular_file(dir / kSingleFile)) {
+        files.push_back(SafetensorsFile::open((dir / kSingleFile).string()));
+        return files;
+    }
+    const std::string index_path = (dir / kIndexFile).string();
+    if (!fs::is_regular_file(index_path)) {
+        throw HfCheckpointError(dir.string() + ": no " + kSingleFile + " or " + kIndexFile +
+                                " (deskside reads Hugging Face checkpoints stored as safetensors)");
+    }
+    const nlohmann::json index = read_json_file(index_path);
+    const JsonFields root(index, index_path);
+    const auto weight_map = root.opt_object("weight_map");
+    if (!weight_map) root.fail("weight_map", "missing");
+
+    std::map<std::string, size_t> shard_of_file;    // shard file name -> position in `files`
+    std::map<std::string, size_t> shard_of_tensor;  // tensor name -> position in `files`
+    for (const auto& [tensor, file] : index.at("weight_map").items()) {
+        if (!file.is_string()) weight_map->fail(tensor, "expected a shard file name, found " + file.dump());
+        const std::string name = file.get<std::string>();
+        if (!plain_file_name(name)) weight_map->fail(tensor, "shard '" + name + "' is not a file name inside the checkpoint directory");
+        auto [it, added] = shard_of_file.emplace(name, files.size());
+        if (added) {
+            const fs::path shard = dir / name;
+            if (!fs::is_regular_file(shard)) weight_map->fail(tensor, "shard '" + name + "' does not exist in " + dir.string());
+            files.push_back(SafetensorsFile::open(shard.string()));
+        }
+        if (!files[it->second].find(tensor)) weight_map->fail(tensor, "tensor is missing from shard '" + name + "'");
+        shard_of_tensor.emplace(tensor, it->second);
+    }
+    if (files.empty()) root.fail("weight_map", "lists no tensors");
+    for (size_t k = 0; k < files.size(); ++k) {
+        for (const SafetensorsTensor& t : files[k].tensors()) {
+            auto it = shard_of_tensor.find(t.name);
+            if (it == shard_of_tensor.end() || it->second != k) {
+                throw HfCheckpointError(files[k].path() + ": tensor '" + t.name + "' " +
+                                        (it == shard_of_tensor.end() ? "is not listed in " : "is listed under another shard in ") +
+                                        kIndexFile);
+            }
+        }
+    }
+    return files;
+}
+
+std::optional<quant::TypeId> tensor_type(SafetensorsDtype d) {
+    switch (d) {
+        case SafetensorsDtype::F32: return quant::TypeId::F32;
+        case SafetensorsDtype::F16: return quant::TypeId::F16;
+        case SafetensorsDtype::BF16: return quant::TypeId::BF16;
+        default: return std::nullopt;
+    }
+}
+
+struct MappedTensor {
+    Tensor tensor;
+    std::pair<int64_t, int> sort_key;
+    std::string hf_name;
+};
+
+MappedTensor map_tensor(const SafetensorsFile& file, const SafetensorsTensor& st, const HfTensorName& name, const HfConfig& cfg) {
+    const std::string where = file.path() + ": tensor '" + st.name + "' (data at byte offset " +
+                              std::to_string(file.data_offset() + st.begin) + ")";
+    if (name.layer >= cfg.hparams.n_layer) {
+        throw HfCheckpointError(where + ": belongs to layer " + std::to_string(name.layer) + ", but config.json has " +
+                                std::to_string(cfg.hparams.n_layer) + " layers (num_hidden_layers)");
+    }
+    const auto type = tensor_type(st.dtype);
+    if (!type) {
+        throw HfCheckpointError(where + ": dtype " + std::string(safetensors_dtype_name(st.dtype)) +
+                                " is not supported (deskside reads F32, F16 and BF16 checkpoints)");
+    }
+    if (st.shape.empty() || st.shape.size() > kMaxRank)
+        throw HfCheckpointError(where + ": rank " + std::to_string(st.shape.size()) + " is outside 1..4");
+    // safetensors shapes are row-major [out, in]; ggml order lists the contiguous dimension first.
+    std::vector<int64_t> shape(st.shape.rbegin(), st.shape.rend());
+    return MappedTensor{Tensor{name.gguf, *type, std::move(shape), st.data, st.n_bytes()}, name.sort_key, st.name};
+}
+
+// token_embd.weight (and output.weight when present) must be [n_embd, n_vocab].
+void check_vocab_tensor(const ModelInfo& m, const std::string& gguf, const std::string& hf_name) {
+    const Tensor* t = m.find(gguf);
+    const Hparams& hp = m.hparams;
+    if (!t) {
+        if (gguf == "output.weight") return;
+        throw HfCheckpointError(m.path + ": the checkpoint has no " + hf_name + " (" + gguf + ")");
+    }
+    if (t->shape.size() != 2 || t->shape[0] != hp.n_embd || t->shape[1] != hp.n_vocab) {
+        std::string shape;
+        for (auto it = t->shape.rbegin(); it != t->shape.rend(); ++it) shape += (shape.empty() ? "" : ", ") + std::to_string(*it);
+        throw HfCheckpointError(m.path + ": tensor " + hf_name + " has shape [" + shape + "], but config.json says [vocab_size, hidden_size] = [" +
+                                std::to_string(hp.n_vocab) + ", " + std::to_string(hp.n_embd) + "]");
+    }
+}
+
+}  // namespace
+
 ModelInfo load_hf_checkpoint(const std::string& dir) {
-    throw std::runtime_error(dir + ": Hugging Face checkpoint directories are not supported yet");
+    const fs::path d(dir);
+    const std::string config_path = (d / "config.json").string();
+    if (!fs::is_regular_file(config_path)) throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
+    const HfConfig cfg = parse_hf_config(read_json_file(config_path), config_path);
+    auto files = std::make_shared<const std::vector<SafetensorsFile>>(open_safetensors(d));
+
+    ModelInfo m;
+    m.path = dir;
+    m.format = "safetensors";
+    m.hparams = cfg.hparams;
+
+    std::vector<MappedTensor> mapped;
+    std::map<std::string, std::string> hf_name_of;  // GGUF name -> HF name, to catch two names for one tensor
+    for (const SafetensorsFile& file : *files) {
+        m.file_size += file.file_size();
+        for (const SafetensorsTensor& st : file.tensors()) {
+            const HfTensorName name = map_hf_tensor_name(cfg.hparams.architecture, st.name);
+            if (name.kind == HfTensorName::Kind::Ignored) continue;
+            if (name.kind == HfTensorName::Kind::Unknown) {
+                throw HfCheckpointError(file.path() + ": tensor '" + st.name + "' is not part of a " + cfg.model_type +
+                                        " checkpoint (deskside knows no GGUF name for it)");
+            }
+            if (auto [it, added] = hf_name_of.emplace(name.gguf, st.name); !added) {
+                throw HfCheckpointError(file.path() + ": tensors '" + it->second + "' and '" + st.name + "' both map to " + name.gguf);
+            }
+            mapped.push_back(map_tensor(file, st, name, cfg));
+        }
+    }
+    std::stable_sort(mapped.begin(), mapped.end(), [](const MappedTensor& a, const MappedTensor& b) { return a.sort_key < b.sort_key; });
+
+    // Tied heads reuse the embedding; HF ties whenever the config says so, even if an lm_head
+    // was saved, and GGUF marks a tied head by leaving output.weight out.
+    m.hparams.tied_embeddings = cfg.tie_word_embeddings || !hf_name_of.count("output.weight");
+    for (MappedTensor& t : mapped) {
+        if (m.hparams.tied_embeddings && t.tensor.name == "output.weight") continue;
+        m.tensors.push_back(std::move(t.tensor));
+    }
+    check_vocab_tensor(m, "token_embd.weight", "model.embed_tokens.weight");
+    check_vocab_tensor(m, "output.weight", "lm_head.weight");
+
+    HfTokenizerFacts tok = read_hf_tokenizer_facts(dir, cfg);
+    m.tokenizer = std::move(tok.info);
+    m.chat_template = std::move(tok.chat_template);
+    m.storage = files;
+    return m;
 }
 
 }  // namespace deskside::models

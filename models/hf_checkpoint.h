@@ -8,7 +8,10 @@
 
 namespace deskside::models {
 
-// Throws std::runtime_error naming the file and the field on anything malformed or unsupported.
+// Reads config.json (llama, mistral, qwen2, gemma3), maps every safetensors tensor (F32, F16,
+// BF16) by reference into the mappings, renamed to GGUF's scheme with ggml-order shapes, and
+// fills the tokenizer facts. Throws HfCheckpointError / SafetensorsError (std::runtime_error)
+// naming the file, the field or tensor, and the byte offset where there is one.
 ModelInfo load_hf_checkpoint(const std::string& dir);
 
 }  // namespace deskside::models

@@ -1,0 +1,31 @@
+// Hugging Face tensor names -> GGUF tensor names, per architecture.
+//
+// One table per architecture (in arch_names.cpp) lists the names below "model.layers.N." in the
+// order llama.cpp's converter writes them, plus the few global tensors. Everything else in a
+// checkpoint is either a known passenger that the text model does not use (rotary inv_freq
+// buffers, Gemma 3's vision tower) or a name deskside does not know, which the loader reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace deskside::models {
+
+struct HfTensorName {
+    enum class Kind { Mapped, Ignored, Unknown };
+    Kind kind = Kind::Unknown;
+    std::string gguf;   // "blk.3.attn_q.weight" when Mapped
+    int64_t layer = -1;  // block index, -1 for global tensors
+    // Sorting by this key lists tensors as GGUF files do: token_embd, then each block in table
+    // order (weight before bias), then output_norm and output.
+    std::pair<int64_t, int> sort_key{0, 0};
+};
+
+// `architecture` is the GGUF name ("llama", "qwen2", "gemma3"). Names of a multimodal Gemma 3
+// checkpoint ("language_model.model.layers.0...", "model.language_model.layers.0...") are
+// accepted with their prefix.
+HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view hf_name);
+
+}  // namespace deskside::models

@@ -1,0 +1,246 @@
+#include "models/hf_config.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+#include "models/hf_json.h"
+
+namespace deskside::models {
+
+namespace {
+
+// One supported transformers family. `defaults` are the config class's constructor defaults
+// for the fields read here. ref: transformers configuration_{llama,mistral,qwen2,gemma3}.py
+struct Family {
+    std::string_view model_type;
+    std::string_view hf_class;  // architectures[0] in config.json
+    std::string_view gguf_arch;
+    std::string_view defaults;  // JSON
+};
+
+constexpr std::string_view kGemma3TextDefaults = R"({
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 4096,
+    "sliding_window_pattern": 6, "tie_word_embeddings": true})";
+
+constexpr std::array kFamilies{
+    Family{"llama", "LlamaForCausalLM", "llama", R"({
+        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "tie_word_embeddings": false})"},
+    Family{"mistral", "MistralForCausalLM", "llama", R"({
+        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false})"},
+    Family{"qwen2", "Qwen2ForCausalLM", "qwen2", R"({
+        "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0, "use_sliding_window": false, "sliding_window": 4096, "max_window_layers": 28,
+        "tie_word_embeddings": false})"},
+    Family{"gemma3_text", "Gemma3ForCausalLM", "gemma3", kGemma3TextDefaults},
+    Family{"gemma3", "Gemma3ForConditionalGeneration", "gemma3", kGemma3TextDefaults},
+};
+
+// Far above any real model; bounds the per-layer tables built from the config.
+constexpr int64_t kMaxLayers = 4096;
+
+const Family& find_family(const JsonFields& root) {
+    const auto model_type = root.opt_string("model_type");
+    std::string arch_list;
+    std::optional<std::string> first_class;
+    if (const nlohmann::json* a = root.get("architectures")) {
+        if (!a->is_array()) root.fail("architectures", "expected an array of class names, found " + a->dump());
+        for (const auto& c : *a) {
+            if (!c.is_string()) root.fail("architectures", "expected an array of class names, found " + a->dump());
+            if (!first_class) first_class = c.get<std::string>();
+            arch_list += (arch_list.empty() ? "" : ", ") + c.get<std::string>();
+        }
+    }
+    for (const Family& f : kFamilies) {
+        if (model_type ? *model_type == f.model_type : first_class == f.hf_class) return f;
+    }
+    throw HfCheckpointError(root.file() + ": model_type '" + model_type.value_or("(none)") + "' (architectures: " +
+                            (arch_list.empty() ? "(none)" : arch_list) +
+                            ") is not supported; deskside reads llama, mistral, qwen2 and gemma3 checkpoints");
+}
+
+int64_t positive_int(const JsonFields& f, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
+    const auto v = f.opt_int(key);
+    if (!v && !fallback) f.fail(key, "missing");
+    const int64_t n = v.value_or(fallback.value_or(0));
+    if (n <= 0) f.fail(key, "must be positive, found " + std::to_string(n));
+    return n;
+}
+
+double positive_float(const JsonFields& f, std::string_view key, double fallback) {
+    const double v = f.opt_float(key).value_or(fallback);
+    if (!std::isfinite(v) || v <= 0) f.fail(key, "must be a positive number, found " + std::to_string(v));
+    return v;
+}
+
+// The rope_scaling object (or transformers 5's rope_parameters) -> Hparams rope fields.
+void read_rope_scaling(const JsonFields& rope, Hparams& hp) {
+    const std::string type = rope.opt_string("rope_type").value_or(rope.opt_string("type").value_or("default"));
+    const std::string_view type_key = rope.has("rope_type") ? "rope_type" : "type";
+    hp.rope_orig_ctx = hp.n_ctx_train;
+    if (type == "default") return;
+    if (type == "linear") hp.rope_scaling = RopeScaling::Linear;
+    else if (type == "yarn") hp.rope_scaling = RopeScaling::Yarn;
+    else if (type == "llama3") hp.rope_scaling = RopeScaling::Llama3;
+    else rope.fail(type_key, "rope scaling '" + type + "' is not supported (deskside implements linear, yarn and llama3)");
+    hp.rope_scaling_factor = positive_float(rope, "factor", 0);
+    if (hp.rope_scaling == RopeScaling::Linear) return;
+    hp.rope_orig_ctx = positive_int(rope, "original_max_position_embeddings",
+                                    hp.rope_scaling == RopeScaling::Yarn ? std::optional(hp.n_ctx_train) : std::nullopt);
+    if (hp.rope_scaling == RopeScaling::Llama3) {
+        hp.rope_llama3_low_freq_factor = positive_float(rope, "low_freq_factor", hp.rope_llama3_low_freq_factor);
+        hp.rope_llama3_high_freq_factor = positive_float(rope, "high_freq_factor", hp.rope_llama3_high_freq_factor);
+    }
+}
+
+void read_rope(const JsonFields& f, Hparams& hp) {
+    hp.rope_neox = true;  // HF keeps Q/K unpermuted and rotates halves (rotate_half) in all four families
+    hp.n_rot = hp.head_dim;
+    if (const auto partial = f.opt_float("partial_rotary_factor"); partial && *partial != 1.0)
+        f.fail("partial_rotary_factor", "partial rotary embeddings are not supported in this family");
+
+    std::optional<JsonFields> global = f.opt_object("rope_scaling");
+    std::optional<JsonFields> local;
+    std::optional<JsonFields> params = f.opt_object("rope_parameters");
+    if (params && params->has("full_attention")) {
+        local = params->opt_object("sliding_attention");
+        params = params->opt_object("full_attention");
+    }
+    if (!global) global = params;
+    hp.rope_freq_base = positive_float(f, "rope_theta", 10000.0);
+    if (params && params->has("rope_theta")) hp.rope_freq_base = positive_float(*params, "rope_theta", 0);
+    hp.rope_orig_ctx = hp.n_ctx_train;
+    if (global) read_rope_scaling(*global, hp);
+
+    if (hp.architecture == "gemma3") {
+        hp.rope_freq_base_swa = positive_float(f, "rope_local_base_freq", 10000.0);
+        if (local && local->has("rope_theta")) hp.rope_freq_base_swa = positive_float(*local, "rope_theta", 0);
+    }
+}
+
+// Which layers use sliding-window attention, as transformers decides it for the family.
+std::vector<bool> sliding_layers(const JsonFields& f, const Family& family, int64_t n_layer) {
+    std::vector<bool> swa(static_cast<size_t>(n_layer), false);
+    if (const nlohmann::json* types = f.get("layer_types")) {
+        if (!types->is_array() || types->size() != swa.size())
+            f.fail("layer_types", "expected an array of " + std::to_string(n_layer) + " layer types");
+        for (size_t i = 0; i < swa.size(); ++i) {
+            const auto& t = (*types)[i];
+            if (t == "sliding_attention") swa[i] = true;
+            else if (t != "full_attention")
+                f.fail("layer_types", "entry " + std::to_string(i) + " is " + t.dump() + "; expected \"sliding_attention\" or \"full_attention\"");
+        }
+        return swa;
+    }
+    const std::string_view mt = family.model_type;
+    if (mt == "mistral") {
+        if (f.has("sliding_window")) swa.assign(swa.size(), true);
+    } else if (mt == "qwen2") {
+        if (f.opt_bool("use_sliding_window").value_or(false) && f.has("sliding_window")) {
+            const int64_t first = f.opt_int("max_window_layers").value_or(0);
+            for (int64_t i = std::max<int64_t>(first, 0); i < n_layer; ++i) swa[static_cast<size_t>(i)] = true;
+        }
+    } else if (mt == "gemma3" || mt == "gemma3_text") {
+        const int64_t pattern = positive_int(f, "sliding_window_pattern");
+        for (int64_t i = 0; i < n_layer; ++i) swa[static_cast<size_t>(i)] = (i + 1) % pattern != 0;
+    }
+    return swa;
+}
+
+// Sliding layers as Hparams describe them: all layers, every Nth layer global (the pattern), or
+// else one flag per layer (e.g. Qwen2's max_window_layers: the first layers global).
+void read_sliding_window(const JsonFields& f, const Family& family, Hparams& hp) {
+    const std::vector<bool> swa = sliding_layers(f, family, hp.n_layer);
+    const auto n_swa = std::count(swa.begin(), swa.end(), true);
+    if (n_swa == 0) return;
+    hp.sliding_window = positive_int(f, "sliding_window");
+    if (n_swa == hp.n_layer) {
+        // A Gemma 3 with fewer layers than its pattern keeps the pattern, as its GGUF would.
+        if (hp.architecture == "gemma3" && !f.has("layer_types")) hp.sliding_window_pattern = positive_int(f, "sliding_window_pattern");
+        return;
+    }
+    const int64_t pattern = (std::find(swa.begin(), swa.end(), false) - swa.begin()) + 1;
+    for (int64_t i = 0; i < hp.n_layer; ++i) {
+        if (swa[static_cast<size_t>(i)] != (i % pattern != pattern - 1)) {
+            hp.swa_layers = swa;
+            return;
+        }
+    }
+    hp.sliding_window_pattern = pattern;
+}
+
+std::optional<int64_t> token_id(const JsonFields& text, const JsonFields& root, std::string_view key) {
+    for (const JsonFields* f : {&text, &root}) {
+        const nlohmann::json* v = f->get(key);
+        if (!v) continue;
+        if (v->is_array()) {  // eos_token_id: [1, 106]; the first is the end-of-text token
+            if (v->empty()) continue;
+            if (!(*v)[0].is_number_integer()) f->fail(key, "expected integer token ids, found " + v->dump());
+            return (*v)[0].get<int64_t>();
+        }
+        return f->opt_int(key);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) {
+    const JsonFields root(config, path);
+    const Family& family = find_family(root);
+    HfConfig out;
+    out.model_type = std::string(family.model_type);
+    out.multimodal = family.model_type == "gemma3";
+
+    // The text model's fields over the family defaults; a key the config sets to null stays
+    // null (Python's None: "no sliding window", "head_dim from hidden_size").
+    nlohmann::json text = nlohmann::json::parse(family.defaults);
+    std::string prefix;
+    if (out.multimodal) {
+        prefix = "text_config";
+        if (const auto tc = root.opt_object("text_config")) {
+            for (const auto& [k, v] : config.at("text_config").items()) text[k] = v;
+        }
+    } else {
+        for (const auto& [k, v] : config.items()) text[k] = v;
+    }
+    const JsonFields f(text, path, prefix);
+
+    Hparams& hp = out.hparams;
+    hp.architecture = std::string(family.gguf_arch);
+    hp.n_layer = positive_int(f, "num_hidden_layers");
+    if (hp.n_layer > kMaxLayers) f.fail("num_hidden_layers", std::to_string(hp.n_layer) + " exceeds the limit of " + std::to_string(kMaxLayers));
+    hp.n_embd = positive_int(f, "hidden_size");
+    hp.n_head = positive_int(f, "num_attention_heads");
+    hp.n_head_kv = positive_int(f, "num_key_value_heads", hp.n_head);
+    if (hp.n_head % hp.n_head_kv != 0)
+        f.fail("num_key_value_heads", std::to_string(hp.n_head_kv) + " does not divide num_attention_heads " + std::to_string(hp.n_head));
+    if (!f.has("head_dim") && hp.n_embd % hp.n_head != 0)
+        f.fail("hidden_size", std::to_string(hp.n_embd) + " is not a multiple of num_attention_heads " + std::to_string(hp.n_head));
+    hp.head_dim = positive_int(f, "head_dim", hp.n_embd / hp.n_head);
+    hp.head_dim_v = hp.head_dim;
+    hp.n_ff = positive_int(f, "intermediate_size");
+    hp.n_ctx_train = positive_int(f, "max_position_embeddings");
+    hp.n_vocab = positive_int(f, "vocab_size");
+    hp.norm_eps = positive_float(f, "rms_norm_eps", 1e-6);
+    read_rope(f, hp);
+    read_sliding_window(f, family, hp);
+    hp.norm_weight_plus_one = hp.architecture == "gemma3";  // Gemma3RMSNorm computes x * (1 + w)
+
+    out.tie_word_embeddings = root.opt_bool("tie_word_embeddings").value_or(f.opt_bool("tie_word_embeddings").value_or(false));
+    out.bos_token_id = token_id(f, root, "bos_token_id");
+    out.eos_token_id = token_id(f, root, "eos_token_id");
+    out.pad_token_id = token_id(f, root, "pad_token_id");
+    return out;
+}
+
+}  // namespace deskside::models
