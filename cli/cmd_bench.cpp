@@ -1,0 +1,205 @@
+// deskside bench -m MODEL: prompt-processing and generation throughput, measured the way
+// llama.cpp's llama-bench measures them so the two can be compared on the same model file.
+//
+//   ppP: one decode() of a batch of P tokens into an empty cache (logits of the last only);
+//   tgN: N decode() calls of one token each, starting from an empty cache.
+// Tokens are drawn from a fixed-seed generator over the vocabulary, as llama-bench draws them;
+// nothing is sampled. Each test runs once untimed (warm-up: page in the weights, size the
+// scratch) and then `-r` timed repetitions; the result is the mean and sample standard deviation
+// of the repetitions' tokens/s.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "cli/commands.h"
+#include "engine/model.h"
+#include "models/model.h"
+#include "quant/types.h"
+
+namespace deskside::cli {
+namespace {
+
+// llama-bench's default micro-batch: a pp512 is computed as one step of 512 tokens.
+constexpr int64_t kMaxBatch = 512;
+constexpr uint32_t kTokenSeed = 42;
+
+struct TestResult {
+    std::string name;  // "pp512", "tg128"
+    long long n_prompt = 0, n_gen = 0;
+    std::vector<double> seconds;  // one per timed repetition
+};
+
+double tokens_per_second(const TestResult& t, double seconds) {
+    return static_cast<double>(t.n_prompt + t.n_gen) / seconds;
+}
+
+// Mean and sample standard deviation (n - 1; 0 for a single sample), as llama-bench reports.
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    const double mean = sum / static_cast<double>(v.size());
+    if (v.size() < 2) return {mean, 0.0};
+    double sq = 0;
+    for (double x : v) sq += (x - mean) * (x - mean);
+    return {mean, std::sqrt(sq / static_cast<double>(v.size() - 1))};
+}
+
+std::vector<double> samples_ts(const TestResult& t) {
+    std::vector<double> out;
+    for (double s : t.seconds) out.push_back(tokens_per_second(t, s));
+    return out;
+}
+
+// The weight type holding most of the bytes of the 2-D tensors ("Q4_0" for a Q4_0 file whose
+// norms are F32 and whose output matrix is Q6_K), the label llama-bench prints as the model type.
+std::string dominant_type(const models::ModelInfo& info) {
+    std::map<quant::TypeId, uint64_t> bytes;
+    for (const models::Tensor& t : info.tensors) {
+        if (t.shape.size() >= 2) bytes[t.type] += t.n_bytes;
+    }
+    if (bytes.empty()) return "?";
+    const auto it = std::max_element(bytes.begin(), bytes.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::string name(quant::type_info(it->first).name);
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return name;
+}
+
+uint64_t weight_bytes(const models::ModelInfo& info) {
+    uint64_t total = 0;
+    for (const models::Tensor& t : info.tensors) total += t.n_bytes;
+    return total;
+}
+
+double run_pp(engine::Model& model, std::mt19937& rng, long long n) {
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
+    std::vector<engine::BatchToken> batch(static_cast<size_t>(n));
+    for (long long i = 0; i < n; ++i) batch[i] = {0, pick(rng), static_cast<int32_t>(i), i == n - 1};
+    model.truncate(0, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    model.decode(batch);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double run_tg(engine::Model& model, std::mt19937& rng, long long n) {
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
+    model.truncate(0, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long long i = 0; i < n; ++i) {
+        const engine::BatchToken t{0, pick(rng), static_cast<int32_t>(i), true};
+        model.decode(std::span(&t, 1));
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(Args& args) {
+    const auto model_path = args.value("--model", "-m");
+    const long long n_prompt = args.int_value("--n-prompt", "-p").value_or(512);
+    const long long n_gen = args.int_value("--n-gen", "-n").value_or(128);
+    const long long reps = args.int_value("--repetitions", "-r").value_or(5);
+    const long long threads = args.int_value("--threads", "-t").value_or(0);
+    const bool json = args.flag("--json");
+    args.finish();
+    if (!model_path) throw UsageError("-m MODEL is required");
+    if (n_prompt < 0 || n_prompt > (1 << 20)) throw UsageError("-p must be in [0, 1048576]");
+    if (n_gen < 0 || n_gen > (1 << 20)) throw UsageError("-n must be in [0, 1048576]");
+    if (n_prompt == 0 && n_gen == 0) throw UsageError("-p 0 and -n 0 leave nothing to measure");
+    if (reps < 1 || reps > 1000) throw UsageError("-r must be in [1, 1000]");
+    if (threads < 0 || threads > 1024) throw UsageError("--threads must be in [0, 1024] (0: physical cores)");
+
+    models::ModelInfo info = models::load_model(*model_path);
+    const std::string type = dominant_type(info);
+    const uint64_t size = weight_bytes(info);
+    const int64_t n_params = info.n_params();
+    const std::string arch = info.hparams.architecture;
+
+    engine::EngineOptions opt;
+    opt.n_batch = std::clamp<int64_t>(n_prompt, 1, kMaxBatch);
+    opt.cache.n_positions = std::max<int64_t>(std::max(n_prompt, n_gen), 1);
+    backends::cpu::CpuBackend backend(static_cast<int>(threads));
+    engine::Model model(std::move(info), backend, opt);
+
+    std::vector<TestResult> tests;
+    if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, {}});
+    if (n_gen > 0) tests.push_back({"tg" + std::to_string(n_gen), 0, n_gen, {}});
+    std::mt19937 rng(kTokenSeed);
+    for (TestResult& t : tests) {
+        const auto once = [&] { return t.n_prompt > 0 ? run_pp(model, rng, t.n_prompt) : run_tg(model, rng, t.n_gen); };
+        once();  // warm-up
+        for (long long r = 0; r < reps; ++r) t.seconds.push_back(once());
+    }
+    model.truncate(0, 0);
+
+    if (json) {
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (const TestResult& t : tests) {
+            const std::vector<double> ts = samples_ts(t);
+            const auto [avg_ts, sd_ts] = mean_sd(ts);
+            const auto [avg_s, sd_s] = mean_sd(t.seconds);
+            std::vector<long long> ns;
+            for (double s : t.seconds) ns.push_back(std::llround(s * 1e9));
+            out.push_back({{"model_filename", *model_path},
+                           {"model_type", arch + " " + type},
+                           {"model_size", size},
+                           {"model_n_params", n_params},
+                           {"backend", "CPU"},
+                           {"n_threads", backend.n_threads()},
+                           {"n_batch", opt.n_batch},
+                           {"test", t.name},
+                           {"n_prompt", t.n_prompt},
+                           {"n_gen", t.n_gen},
+                           {"repetitions", reps},
+                           {"avg_ns", std::llround(avg_s * 1e9)},
+                           {"stddev_ns", std::llround(sd_s * 1e9)},
+                           {"avg_ts", avg_ts},
+                           {"stddev_ts", sd_ts},
+                           {"samples_ns", ns},
+                           {"samples_ts", ts}});
+        }
+        std::printf("%s\n", out.dump(2).c_str());
+        return 0;
+    }
+    std::printf("| %-24s | %10s | %8s | %7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads",
+                "test", "t/s");
+    std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(24, '-').c_str(),
+                std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(7, '-').c_str(),
+                std::string(6, '-').c_str(), std::string(7, '-').c_str(), std::string(19, '-').c_str());
+    for (const TestResult& t : tests) {
+        const auto [avg_ts, sd_ts] = mean_sd(samples_ts(t));
+        char size_text[32], params_text[32], ts_text[48];
+        std::snprintf(size_text, sizeof size_text, "%.2f MiB", static_cast<double>(size) / (1024.0 * 1024.0));
+        if (n_params >= 1000000000) std::snprintf(params_text, sizeof params_text, "%.2f B", n_params / 1e9);
+        else std::snprintf(params_text, sizeof params_text, "%.2f M", n_params / 1e6);
+        std::snprintf(ts_text, sizeof ts_text, "%.2f ± %.2f", avg_ts, sd_ts);
+        std::printf("| %-24s | %10s | %8s | %7s | %7d | %8s | %21s |\n", (arch + " " + type).c_str(), size_text,
+                    params_text, "CPU", backend.n_threads(), t.name.c_str(), ts_text);
+    }
+    return 0;
+}
+
+}  // namespace
+
+const Command kBenchCommand{
+    "bench",
+    "measure prompt and generation throughput (like llama-bench)",
+    "usage: deskside bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]\n"
+    "\n"
+    "Runs ppP (one batch of P prompt tokens) and tgN (N single-token steps) on random tokens,\n"
+    "each once to warm up and then R times, and prints the mean ± standard deviation of tokens/s.\n"
+    "  -p, --n-prompt P         prompt tokens per pp run; 0 skips pp (default 512)\n"
+    "  -n, --n-gen N            generated tokens per tg run; 0 skips tg (default 128)\n"
+    "  -r, --repetitions R      timed runs per test (default 5)\n"
+    "  -t, --threads N          CPU threads (default: physical cores)\n"
+    "  --json                   print an array of results (llama-bench -o json field names)\n",
+    run,
+};
+
+}  // namespace deskside::cli
