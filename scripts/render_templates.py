@@ -69,15 +69,16 @@ def make_environment(now: datetime.datetime) -> ImmutableSandboxedEnvironment:
     return env
 
 
-def render_case(env, source: str, spec: dict, case: dict) -> str:
+def render_case(env, source: str, tokens: dict, case: dict) -> str:
+    """tokens: the bos_token / eos_token the tokenizer defines (absent keys stay undefined)."""
     template = env.from_string(source)
+    special = {k: tokens[k] for k in ("bos_token", "eos_token") if k in tokens}
     return template.render(
         messages=case["messages"],
         tools=case.get("tools"),
         documents=None,
         add_generation_prompt=case["add_generation_prompt"],
-        bos_token=spec["bos_token"],
-        eos_token=spec["eos_token"],
+        **special,
         **case.get("kwargs", {}),
     )
 
@@ -144,7 +145,8 @@ def main() -> int:
         template = cfg["chat_template"]
         if isinstance(template, list):
             template = next(t["template"] for t in template if t["name"] == "default")
-        tokens = {"bos_token": special_token(cfg, "bos_token"), "eos_token": special_token(cfg, "eos_token")}
+        # transformers passes only the special tokens the tokenizer has (bos_token: null -> undefined)
+        tokens = {k: special_token(cfg, k) for k in ("bos_token", "eos_token") if cfg.get(k) is not None}
         for case in spec["cases"]:
             write_result(out, f"hf-{cfg_path.parent.name}.{case['name']}",
                          lambda: render_case(env, template, tokens, case), counts)
