@@ -21,7 +21,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 1500) || status=1
 
-DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py
+DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py tests/api
 rc=$?
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
 [ $rc -eq 0 ] || status=1

@@ -1,0 +1,439 @@
+#include "server/openai_handlers.h"
+
+#include <chrono>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace deskside::server {
+namespace {
+
+using nlohmann::ordered_json;
+
+// One choice as it accumulates.
+struct Choice {
+    std::string text;
+    std::vector<TokenLogprob> tokens;
+    std::string finish_reason;
+    bool done = false;
+};
+
+struct Usage {
+    int64_t prompt = 0, completion = 0, cached = 0;
+    ordered_json json() const {
+        return {{"prompt_tokens", prompt},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt + completion},
+                {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+    }
+};
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char kHex[] = "0123456789abcdef";
+    std::string id = prefix;
+    for (int i = 0; i < 24; ++i) id += kHex[rng() % 16];
+    return id;
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void check_model(const GenerationRequest& g, const ServedModel& m) {
+    if (g.model != m.id)
+        throw ApiError(404, "The model '" + g.model + "' does not exist; this server serves '" + m.id + "'", "model",
+                       "model_not_found");
+}
+
+std::vector<int32_t> tokenize_prompt(const Prompt& p, const ServedModel& m, const std::string& param, bool parse_special) {
+    if (const auto* text = std::get_if<std::string>(&p)) {
+        if (text->empty()) throw invalid_param(param, "'" + param + "' must not be empty");
+        return m.tokenizer->encode(*text, true, parse_special);
+    }
+    const auto& ids = std::get<std::vector<int32_t>>(p);
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] >= m.tokenizer->n_vocab())
+            throw invalid_param(param + "[" + std::to_string(i) + "]",
+                                "token id " + std::to_string(ids[i]) + " is outside the vocabulary (" +
+                                    std::to_string(m.tokenizer->n_vocab()) + " tokens)");
+    return ids;
+}
+
+void check_length(const std::vector<int32_t>& prompt, const ServedModel& m, const std::string& param) {
+    if (static_cast<int64_t>(prompt.size()) > m.n_ctx)
+        throw ApiError(400,
+                       "This model's maximum context length is " + std::to_string(m.n_ctx) + " tokens, however the prompt has " +
+                           std::to_string(prompt.size()) + " tokens",
+                       param, "context_length_exceeded");
+}
+
+// The jobs of a request: n per prompt, each with its own generator (seed + choice index when a
+// seed is given, so choices differ but the request is reproducible).
+std::vector<JobSpec> make_jobs(const GenerationRequest& g, const std::vector<std::vector<int32_t>>& prompts,
+                               int64_t default_max, bool prompt_logprobs, const ServedModel& m) {
+    std::vector<JobSpec> jobs;
+    std::random_device rd;
+    for (const auto& prompt : prompts) {
+        for (int64_t i = 0; i < g.n; ++i) {
+            JobSpec j;
+            j.prompt = prompt;
+            j.max_tokens = g.max_tokens.value_or(default_max);
+            engine::SamplerParams& s = j.sampling;
+            s.temperature = static_cast<float>(g.temperature);
+            s.top_k = 0;
+            s.top_p = static_cast<float>(g.top_p);
+            s.min_p = 0;
+            s.presence_penalty = static_cast<float>(g.presence_penalty);
+            s.frequency_penalty = static_cast<float>(g.frequency_penalty);
+            s.penalty_last_n = static_cast<int32_t>(m.n_ctx);
+            for (const auto& [id, bias] : g.logit_bias) {
+                if (id >= m.tokenizer->n_vocab())
+                    throw invalid_param("logit_bias." + std::to_string(id), "token id " + std::to_string(id) + " is outside the vocabulary");
+                s.logit_bias.emplace_back(id, bias <= -100 ? -INFINITY : bias);
+            }
+            s.seed = g.seed ? *g.seed + static_cast<uint64_t>(jobs.size()) : (static_cast<uint64_t>(rd()) << 32 | rd());
+            j.stop = g.stop;
+            j.logprobs = g.logprobs;
+            j.top_logprobs = g.top_logprobs;
+            j.prompt_logprobs = prompt_logprobs;
+            jobs.push_back(std::move(j));
+        }
+    }
+    return jobs;
+}
+
+std::shared_ptr<RequestStream> submit(const ServedModel& m, std::vector<JobSpec> jobs) {
+    auto stream = std::make_shared<RequestStream>();
+    try {
+        m.engine->submit(std::move(jobs), stream);
+    } catch (const QueueFull& e) {
+        throw ApiError(503, std::string(e.what()) + "; retry later", "", "queue_full", "overloaded_error");
+    } catch (const std::invalid_argument& e) {  // the sampler refused a parameter
+        throw ApiError(400, e.what(), "", "invalid_value");
+    }
+    return stream;
+}
+
+// Waits for every job; throws ApiError 500 when one failed.
+std::vector<JobEvent> collect(RequestStream& stream, std::vector<Choice>& choices) {
+    std::vector<JobEvent> finals(choices.size());
+    size_t n_done = 0;
+    while (n_done < choices.size()) {
+        auto e = stream.pop(std::chrono::milliseconds(1000));
+        if (!e) continue;
+        Choice& c = choices[e->choice];
+        c.text += e->text;
+        for (auto& t : e->tokens) c.tokens.push_back(std::move(t));
+        if (e->done) {
+            if (e->finish_reason == "error") {
+                stream.cancel();
+                throw ApiError(500, "generation failed: " + e->error, "", "", "server_error");
+            }
+            c.finish_reason = e->finish_reason;
+            ++n_done;
+            finals[e->choice] = std::move(*e);
+        }
+    }
+    return finals;
+}
+
+Usage usage_of(const std::vector<JobEvent>& finals, int64_t n) {
+    Usage u;
+    for (size_t i = 0; i < finals.size(); ++i) {
+        // Choices of one prompt share it: count each prompt once.
+        if (static_cast<int64_t>(i) % n == 0) {
+            u.prompt += finals[i].prompt_tokens;
+            u.cached += finals[i].cached_tokens;
+        }
+        u.completion += finals[i].completion_tokens;
+    }
+    return u;
+}
+
+ordered_json bytes_of(const std::string& s) {
+    ordered_json b = ordered_json::array();
+    for (const unsigned char c : s) b.push_back(c);
+    return b;
+}
+
+ordered_json chat_logprobs(const std::vector<TokenLogprob>& tokens, const models::Tokenizer& tok) {
+    ordered_json content = ordered_json::array();
+    for (const TokenLogprob& t : tokens) {
+        const std::string piece = tok.piece(t.id);
+        ordered_json top = ordered_json::array();
+        for (const auto& [id, lp] : t.top) {
+            const std::string p = tok.piece(id);
+            top.push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+        }
+        content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+}
+
+// The legacy completions shape; `offset` is the text offset (bytes) of the first token.
+ordered_json legacy_logprobs(const std::vector<std::optional<TokenLogprob>>& tokens, const models::Tokenizer& tok,
+                             size_t offset) {
+    ordered_json out = {{"tokens", ordered_json::array()},
+                        {"token_logprobs", ordered_json::array()},
+                        {"top_logprobs", ordered_json::array()},
+                        {"text_offset", ordered_json::array()}};
+    for (const auto& t : tokens) {
+        const std::string piece = t ? tok.piece(t->id) : std::string();
+        out["tokens"].push_back(piece);
+        out["text_offset"].push_back(offset);
+        offset += piece.size();
+        if (!t || t->logprob != t->logprob) {
+            out["token_logprobs"].push_back(nullptr);
+            out["top_logprobs"].push_back(nullptr);
+            continue;
+        }
+        out["token_logprobs"].push_back(t->logprob);
+        ordered_json top = ordered_json::object();
+        for (const auto& [id, lp] : t->top) top[tok.piece(id)] = lp;
+        out["top_logprobs"].push_back(top);
+    }
+    return out;
+}
+
+// Prompt token positions for echo: position 0 has no logprob (nothing precedes it).
+std::vector<std::optional<TokenLogprob>> prompt_entries(const std::vector<int32_t>& prompt,
+                                                         const std::vector<std::optional<TokenLogprob>>& scored) {
+    std::vector<std::optional<TokenLogprob>> out;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+        if (i < scored.size() && scored[i]) {
+            out.push_back(scored[i]);
+        } else {
+            TokenLogprob t{prompt[i], NAN, {}};
+            out.push_back(t);
+        }
+    }
+    return out;
+}
+
+// Streams events as SSE; `chunk(event)` turns one event into the JSON chunks to send;
+// `usage_chunk` is sent last when asked.
+void stream_sse(httplib::Response& res, std::shared_ptr<RequestStream> stream, size_t n_choices,
+                std::function<std::vector<ordered_json>(const JobEvent&)> chunk, std::vector<ordered_json> first,
+                std::function<std::optional<ordered_json>(const std::vector<JobEvent>&)> usage_chunk) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [stream, n_choices, chunk, first, usage_chunk](size_t, httplib::DataSink& sink) {
+            const auto send = [&](const std::string& data) {
+                const std::string line = "data: " + data + "\n\n";
+                return sink.write(line.data(), line.size());
+            };
+            for (const auto& c : first)
+                if (!send(dump(c))) return stream->cancel(), false;
+            std::vector<JobEvent> finals(n_choices);
+            size_t n_done = 0;
+            while (n_done < n_choices) {
+                auto e = stream->pop(std::chrono::milliseconds(100));
+                if (!e) {
+                    if (!sink.is_writable()) return stream->cancel(), false;
+                    continue;
+                }
+                if (e->done && e->finish_reason == "error") {
+                    stream->cancel();
+                    const ApiError err(500, "generation failed: " + e->error, "", "", "server_error");
+                    send(err.body().dump());
+                    return false;
+                }
+                for (const auto& c : chunk(*e))
+                    if (!send(dump(c))) return stream->cancel(), false;
+                if (e->done) {
+                    finals[e->choice] = std::move(*e);
+                    ++n_done;
+                }
+            }
+            if (const auto u = usage_chunk(finals); u && !send(dump(*u))) return false;
+            if (!send("[DONE]")) return false;
+            sink.done();
+            return true;
+        },
+        [stream](bool) { stream->cancel(); });
+}
+
+}  // namespace
+
+nlohmann::json parse_body(const httplib::Request& req) {
+    try {
+        return nlohmann::json::parse(req.body);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+    }
+}
+
+std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
+
+void handle_completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<ServedModel> model) {
+    const ServedModel& m = *model;
+    const CompletionRequest r = parse_completion_request(parse_body(req));
+    check_model(r.gen, m);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> prompt_texts;
+    for (size_t i = 0; i < r.prompts.size(); ++i) {
+        const std::string param = r.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
+        prompts.push_back(tokenize_prompt(r.prompts[i], m, param, false));
+        check_length(prompts.back(), m, param);
+        if (const auto* s = std::get_if<std::string>(&r.prompts[i]))
+            prompt_texts.push_back(*s);
+        else
+            prompt_texts.push_back(m.tokenizer->decode(prompts.back()));
+    }
+    const bool prompt_lp = r.echo && r.gen.logprobs;
+    const int64_t n = r.gen.n;
+    auto stream = submit(m, make_jobs(r.gen, prompts, 16, prompt_lp, m));
+    const std::string id = random_id("cmpl-");
+    const int64_t created = unix_now();
+    const auto choice_json = [&](size_t i, const std::string& text, ordered_json logprobs, ordered_json finish) {
+        return ordered_json{{"index", i}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}};
+    };
+    const auto envelope = [id, created, mid = m.id](ordered_json choices) {
+        return ordered_json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", mid},
+                            {"system_fingerprint", nullptr}, {"choices", std::move(choices)}};
+    };
+    const models::Tokenizer& tok = *m.tokenizer;
+
+    if (!r.gen.stream) {
+        std::vector<Choice> choices(prompts.size() * static_cast<size_t>(n));
+        const std::vector<JobEvent> finals = collect(*stream, choices);
+        ordered_json arr = ordered_json::array();
+        for (size_t i = 0; i < choices.size(); ++i) {
+            const size_t p = i / static_cast<size_t>(n);
+            const std::string prefix = r.echo ? prompt_texts[p] : std::string();
+            ordered_json lp = nullptr;
+            if (r.gen.logprobs) {
+                std::vector<std::optional<TokenLogprob>> entries;
+                if (r.echo) entries = prompt_entries(prompts[p], finals[i].prompt_logprobs);
+                for (const auto& t : choices[i].tokens) entries.emplace_back(t);
+                lp = legacy_logprobs(entries, tok, r.echo ? 0 : prompt_texts[p].size());
+            }
+            arr.push_back(choice_json(i, prefix + choices[i].text, lp, choices[i].finish_reason));
+        }
+        ordered_json body = envelope(arr);
+        body["usage"] = usage_of(finals, n).json();
+        res.set_content(dump(body), "application/json");
+        return;
+    }
+    std::vector<ordered_json> first;
+    if (r.echo && !r.gen.logprobs)
+        for (size_t i = 0; i < prompts.size() * static_cast<size_t>(n); ++i)
+            first.push_back(envelope(ordered_json::array({choice_json(i, prompt_texts[i / n], nullptr, nullptr)})));
+    // With echo and logprobs the prompt's scores arrive with the final event of each choice.
+    auto text_offsets = std::make_shared<std::vector<size_t>>();
+    for (size_t i = 0; i < prompts.size() * static_cast<size_t>(n); ++i)
+        text_offsets->push_back(r.echo ? 0 : prompt_texts[i / n].size());
+    const bool logprobs = r.gen.logprobs, echo = r.echo;
+    auto chunk = [=, &tok](const JobEvent& e) {
+        std::vector<ordered_json> out;
+        const size_t p = e.choice / static_cast<size_t>(n);
+        std::string text = e.text;
+        ordered_json lp = nullptr;
+        if (logprobs) {
+            std::vector<std::optional<TokenLogprob>> entries;
+            if (echo && e.done) {
+                entries = prompt_entries(prompts[p], e.prompt_logprobs);
+                text = prompt_texts[p] + text;
+            }
+            for (const auto& t : e.tokens) entries.emplace_back(t);
+            lp = legacy_logprobs(entries, tok, (*text_offsets)[e.choice]);
+            for (const auto& x : lp["tokens"]) (*text_offsets)[e.choice] += x.get<std::string>().size();
+        }
+        if (!text.empty() || e.done || logprobs)
+            out.push_back(envelope(ordered_json::array(
+                {choice_json(e.choice, text, lp, e.done ? ordered_json(e.finish_reason) : ordered_json(nullptr))})));
+        return out;
+    };
+    auto usage = [=](const std::vector<JobEvent>& finals) -> std::optional<ordered_json> {
+        if (!r.gen.include_usage) return std::nullopt;
+        ordered_json body = envelope(ordered_json::array());
+        body["usage"] = usage_of(finals, n).json();
+        return body;
+    };
+    stream_sse(res, stream, prompts.size() * static_cast<size_t>(n), chunk, first, usage);
+}
+
+void handle_chat_completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<ServedModel> model) {
+    const ServedModel& m = *model;
+    const ChatRequest r = parse_chat_request(parse_body(req));
+    check_model(r.gen, m);
+    if (!m.chat_template)
+        throw ApiError(400,
+                       "the model '" + m.id + "' has no chat template; start the server with --chat-template FILE or use /v1/completions",
+                       "messages", "no_chat_template");
+    const models::Tokenizer& tok = *m.tokenizer;
+    const auto token_text = [&](std::optional<int32_t> id) { return id ? tok.token_text(*id) : std::string(); };
+    std::string text;
+    try {
+        text = m.chat_template->render(models::ChatTemplate::make_context(r.messages, nullptr, true, token_text(tok.bos()),
+                                                                         token_text(tok.eos())));
+    } catch (const models::TemplateError& e) {
+        throw ApiError(400, std::string("the chat template rejected these messages: ") + e.what(), "messages", "template_error");
+    }
+    // Templates usually write BOS themselves; add it only where the text does not start with it.
+    const std::string bos = token_text(tok.bos());
+    const bool template_has_bos = !bos.empty() && text.rfind(bos, 0) == 0;
+    std::vector<int32_t> prompt = tok.encode(text, !template_has_bos, true);
+    check_length(prompt, m, "messages");
+    const int64_t n = r.gen.n;
+    const int64_t room = m.n_ctx - static_cast<int64_t>(prompt.size());
+    auto stream = submit(m, make_jobs(r.gen, {prompt}, std::max<int64_t>(room, 0), false, m));
+    const std::string id = random_id("chatcmpl-");
+    const int64_t created = unix_now();
+    const auto envelope = [id, created, mid = m.id](const char* object, ordered_json choices) {
+        return ordered_json{{"id", id}, {"object", object}, {"created", created}, {"model", mid},
+                            {"system_fingerprint", nullptr}, {"choices", std::move(choices)}};
+    };
+    if (!r.gen.stream) {
+        std::vector<Choice> choices(static_cast<size_t>(n));
+        const std::vector<JobEvent> finals = collect(*stream, choices);
+        ordered_json arr = ordered_json::array();
+        for (size_t i = 0; i < choices.size(); ++i) {
+            arr.push_back({{"index", i},
+                           {"message", {{"role", "assistant"}, {"content", choices[i].text}, {"refusal", nullptr}}},
+                           {"logprobs", r.gen.logprobs ? chat_logprobs(choices[i].tokens, tok) : ordered_json(nullptr)},
+                           {"finish_reason", choices[i].finish_reason}});
+        }
+        ordered_json body = envelope("chat.completion", arr);
+        body["usage"] = usage_of(finals, n).json();
+        res.set_content(dump(body), "application/json");
+        return;
+    }
+    std::vector<ordered_json> first;
+    for (int64_t i = 0; i < n; ++i)
+        first.push_back(envelope("chat.completion.chunk",
+                                 ordered_json::array({{{"index", i},
+                                                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                                       {"logprobs", nullptr},
+                                                       {"finish_reason", nullptr}}})));
+    const bool logprobs = r.gen.logprobs;
+    auto chunk = [=, &tok](const JobEvent& e) {
+        std::vector<ordered_json> out;
+        const ordered_json lp = logprobs && !e.tokens.empty() ? chat_logprobs(e.tokens, tok) : ordered_json(nullptr);
+        if (!e.text.empty() || !lp.is_null())
+            out.push_back(envelope("chat.completion.chunk",
+                                   ordered_json::array({{{"index", e.choice},
+                                                         {"delta", {{"content", e.text}}},
+                                                         {"logprobs", lp},
+                                                         {"finish_reason", nullptr}}})));
+        if (e.done)
+            out.push_back(envelope("chat.completion.chunk",
+                                   ordered_json::array({{{"index", e.choice},
+                                                         {"delta", ordered_json::object()},
+                                                         {"logprobs", nullptr},
+                                                         {"finish_reason", e.finish_reason}}})));
+        return out;
+    };
+    auto usage = [=](const std::vector<JobEvent>& finals) -> std::optional<ordered_json> {
+        if (!r.gen.include_usage) return std::nullopt;
+        ordered_json body = envelope("chat.completion.chunk", ordered_json::array());
+        body["usage"] = usage_of(finals, n).json();
+        return body;
+    };
+    stream_sse(res, stream, static_cast<size_t>(n), chunk, first, usage);
+}
+
+}  // namespace deskside::server
