@@ -1,0 +1,93 @@
+// The CPU backend: host memory, a thread pool, and the reference-quality kernels every other
+// backend is compared with. Weights are used in place from the model's mmap.
+//
+// The ops are spread over files by family (ops_quantized.cpp: get_rows / matmul / copy /
+// set_rows; ops_norm_rope.cpp; ops_attention.cpp; ops_elementwise.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace deskside::backends::cpu {
+
+// Host memory: owned (alloc) or borrowed (map_weights).
+class HostBuffer final : public Buffer {
+   public:
+    HostBuffer(uint8_t* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
+    ~HostBuffer() override;
+    size_t size() const override { return size_; }
+    uint8_t* data() const { return data_; }
+
+   private:
+    uint8_t* data_;
+    size_t size_;
+    bool owned_;
+};
+
+// The first byte of row `row` of t (t must live in a HostBuffer).
+uint8_t* host_row(const Tensor& t, int64_t row = 0);
+inline float* host_f32_row(const Tensor& t, int64_t row = 0) { return reinterpret_cast<float*>(host_row(t, row)); }
+
+class CpuBackend final : public Backend {
+   public:
+    // n_threads <= 0 means one per physical core.
+    explicit CpuBackend(int n_threads = 0);
+    std::string name() const override { return "cpu"; }
+    int n_threads() const { return pool_.size(); }
+
+    std::unique_ptr<Buffer> alloc(size_t bytes) override;
+    std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) override;
+    void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
+    void download(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
+    void synchronize() override {}
+
+    void get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) override;
+    void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override;
+    void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
+    void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override;
+    void attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
+                   const AttentionParams& p, const Tensor& out) override;
+    void softmax(const Tensor& x) override;
+    void silu(const Tensor& x, const Tensor& y) override;
+    void gelu(const Tensor& x, const Tensor& y) override;
+    void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
+    void mul(const Tensor& a, const Tensor& b, const Tensor& y) override;
+    void scale(const Tensor& x, float s, const Tensor& y) override;
+    void copy(const Tensor& src, const Tensor& dst) override;
+    void set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) override;
+
+   private:
+    // Runs fn(i, thread) for every i in [0, n), grouping consecutive items into tasks of at
+    // least kMinWorkPerTask (cost counts elements touched or multiply-adds), in parallel when
+    // there is more than one task.
+    template <class Fn>
+    void for_each(int64_t n, int64_t cost_per_item, Fn&& fn);
+    template <class Fn>
+    void for_rows(int64_t n_rows, int64_t elements_per_row, Fn&& fn) {
+        for_each(n_rows, elements_per_row, [&](int64_t r, int) { fn(r); });
+    }
+
+    ThreadPool pool_;
+    // Scratch kept between calls so that steady-state decoding allocates nothing.
+    std::vector<uint8_t> activations_;  // matmul: x quantized to the weights' vec_dot_type
+    std::vector<float> attention_scratch_;  // per thread: scores, q in K's dot type, a V row
+};
+
+template <class Fn>
+void CpuBackend::for_each(int64_t n, int64_t cost_per_item, Fn&& fn) {
+    // Below this much work a task costs more to hand out than it saves.
+    constexpr int64_t kMinWorkPerTask = 32768;
+    const int64_t per_task = std::max<int64_t>(1, kMinWorkPerTask / std::max<int64_t>(1, cost_per_item));
+    const int64_t n_tasks = (n + per_task - 1) / per_task;
+    pool_.run(n_tasks, [&](int64_t task, int thread) {
+        const int64_t end = std::min(n, (task + 1) * per_task);
+        for (int64_t i = task * per_task; i < end; ++i) fn(i, thread);
+    });
+}
+
+}  // namespace deskside::backends::cpu

@@ -1,0 +1,89 @@
+// CPU element-wise ops: softmax, silu, gelu, add, mul, scale.
+#include <cassert>
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+#include "quant/float16.h"
+
+namespace deskside::backends::cpu {
+
+namespace {
+
+template <class Op>
+void binary(const Tensor& a, const Tensor& b, const Tensor& y, Op op, auto& for_rows) {
+    assert(a.ne0 == b.ne0 && a.ne0 == y.ne0 && a.ne1 == y.ne1 && (b.ne1 == a.ne1 || b.ne1 == 1));
+    for_rows(a.ne1, a.ne0, [&](int64_t r) {
+        const float* pa = host_f32_row(a, r);
+        const float* pb = host_f32_row(b, b.ne1 == 1 ? 0 : r);
+        float* py = host_f32_row(y, r);
+        for (int64_t i = 0; i < a.ne0; ++i) py[i] = op(pa[i], pb[i]);
+    });
+}
+
+}  // namespace
+
+void CpuBackend::softmax(const Tensor& x) {
+    for_rows(x.ne1, x.ne0, [&](int64_t r) {
+        float* v = host_f32_row(x, r);
+        float max_v = v[0];
+        for (int64_t i = 1; i < x.ne0; ++i) max_v = std::max(max_v, v[i]);
+        double sum = 0;
+        for (int64_t i = 0; i < x.ne0; ++i) {
+            v[i] = std::exp(v[i] - max_v);
+            sum += v[i];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t i = 0; i < x.ne0; ++i) v[i] *= inv;
+    });
+}
+
+void CpuBackend::silu(const Tensor& x, const Tensor& y) {
+    assert(x.ne0 == y.ne0 && x.ne1 == y.ne1);
+    for_rows(x.ne1, x.ne0, [&](int64_t r) {
+        const float* in = host_f32_row(x, r);
+        float* out = host_f32_row(y, r);
+        for (int64_t i = 0; i < x.ne0; ++i) out[i] = in[i] / (1.0f + std::exp(-in[i]));
+    });
+}
+
+// llama.cpp's CPU backend evaluates GELU from a table indexed by x rounded to F16 and stores the
+// result as F16 (saturating to 0 and x beyond |x| >= 10); Gemma's logits match it only if we
+// round the same way, so we do. ref: ggml-cpu vec.h (GGML_GELU_FP16).
+void CpuBackend::gelu(const Tensor& x, const Tensor& y) {
+    assert(x.ne0 == y.ne0 && x.ne1 == y.ne1);
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;  // sqrt(2 / pi)
+    constexpr float kCubic = 0.044715f;
+    constexpr float kSaturation = 10.0f;
+    const auto exact = [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCubic * v * v))); };
+    for_rows(x.ne1, x.ne0, [&](int64_t r) {
+        const float* in = host_f32_row(x, r);
+        float* out = host_f32_row(y, r);
+        for (int64_t i = 0; i < x.ne0; ++i) {
+            const float v = in[i];
+            if (v <= -kSaturation) out[i] = 0.0f;
+            else if (v >= kSaturation) out[i] = v;
+            else out[i] = quant::fp16_to_fp32(quant::fp32_to_fp16(exact(quant::fp16_to_fp32(quant::fp32_to_fp16(v)))));
+        }
+    });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
+    auto fr = [this](int64_t n, int64_t e, auto&& fn) { for_rows(n, e, fn); };
+    binary(a, b, y, [](float u, float v) { return u + v; }, fr);
+}
+
+void CpuBackend::mul(const Tensor& a, const Tensor& b, const Tensor& y) {
+    auto fr = [this](int64_t n, int64_t e, auto&& fn) { for_rows(n, e, fn); };
+    binary(a, b, y, [](float u, float v) { return u * v; }, fr);
+}
+
+void CpuBackend::scale(const Tensor& x, float s, const Tensor& y) {
+    assert(x.ne0 == y.ne0 && x.ne1 == y.ne1);
+    for_rows(x.ne1, x.ne0, [&](int64_t r) {
+        const float* in = host_f32_row(x, r);
+        float* out = host_f32_row(y, r);
+        for (int64_t i = 0; i < x.ne0; ++i) out[i] = in[i] * s;
+    });
+}
+
+}  // namespace deskside::backends::cpu

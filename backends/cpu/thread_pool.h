@@ -1,0 +1,50 @@
+// A fixed set of worker threads that run one parallel loop at a time for the CPU backend.
+//
+// The caller thread takes part in every loop, so a pool of n threads starts n - 1 workers.
+// Tasks are handed out by an atomic counter; which thread runs a task never changes what the
+// task computes, so results do not depend on the thread count.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace deskside::backends::cpu {
+
+class ThreadPool {
+   public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+    // Runs fn(task, thread) for task in [0, n_tasks) and returns when all are done. `thread` is
+    // in [0, size()) and identifies per-thread scratch. Not reentrant.
+    void run(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
+
+   private:
+    void worker(int thread);
+    void drain(int thread);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable start_cv_;
+    std::condition_variable done_cv_;
+    uint64_t generation_ = 0;
+    int busy_ = 0;
+    bool stop_ = false;
+    const std::function<void(int64_t, int)>* fn_ = nullptr;
+    int64_t n_tasks_ = 0;
+    std::atomic<int64_t> next_{0};
+};
+
+// The number of physical cores (hyper-threads counted once), at least 1.
+int physical_cores();
+
+}  // namespace deskside::backends::cpu

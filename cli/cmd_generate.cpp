@@ -1,0 +1,114 @@
+// deskside generate -m MODEL -p TEXT: one-shot completion for scripts. Only the completion goes
+// to stdout (streamed), timings to stderr; --json prints one object instead.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "cli/commands.h"
+#include "engine/generation.h"
+#include "engine/model.h"
+#include "models/model.h"
+#include "models/tokenizer/tokenizer.h"
+
+namespace deskside::cli {
+namespace {
+
+int run(Args& args) {
+    const auto model_path = args.value("--model", "-m");
+    const auto prompt = args.value("--prompt", "-p");
+    const long long n_predict = args.int_value("--n-predict", "-n").value_or(128);
+    engine::GenerateParams gp;
+    engine::SamplerParams& sp = gp.sampling;
+    sp.temperature = static_cast<float>(args.float_value("--temp").value_or(sp.temperature));
+    sp.top_k = static_cast<int32_t>(args.int_value("--top-k").value_or(sp.top_k));
+    sp.top_p = static_cast<float>(args.float_value("--top-p").value_or(sp.top_p));
+    sp.min_p = static_cast<float>(args.float_value("--min-p").value_or(sp.min_p));
+    sp.repeat_penalty = static_cast<float>(args.float_value("--repeat-penalty").value_or(sp.repeat_penalty));
+    sp.presence_penalty = static_cast<float>(args.float_value("--presence-penalty").value_or(sp.presence_penalty));
+    sp.frequency_penalty = static_cast<float>(args.float_value("--frequency-penalty").value_or(sp.frequency_penalty));
+    const auto seed = args.int_value("--seed");
+    sp.seed = seed ? static_cast<uint64_t>(*seed) : std::random_device{}();
+    gp.stop = args.values("--stop");
+    const long long threads = args.int_value("--threads", "-t").value_or(0);
+    const auto ctx = args.int_value("--ctx-size", "-c");
+    const auto cache_k = args.value("--cache-type-k");
+    const auto cache_v = args.value("--cache-type-v");
+    const bool json = args.flag("--json");
+    args.finish();
+    if (!model_path) throw UsageError("-m MODEL is required");
+    if (!prompt) throw UsageError("-p TEXT is required");
+    if (n_predict < 0) throw UsageError("-n must be >= 0");
+    gp.max_tokens = static_cast<int32_t>(n_predict);
+
+    const std::unique_ptr<models::Tokenizer> tokenizer = models::Tokenizer::load(*model_path);
+    const std::vector<int32_t> prompt_tokens = tokenizer->encode(*prompt, true, false);
+    if (prompt_tokens.empty()) throw UsageError("the prompt encodes to no tokens");
+
+    engine::EngineOptions opt;
+    try {
+        if (cache_k) opt.cache.type_k = engine::parse_cache_type(*cache_k);
+        if (cache_v) opt.cache.type_v = engine::parse_cache_type(*cache_v);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    opt.cache.n_positions = ctx ? *ctx : static_cast<int64_t>(prompt_tokens.size()) + n_predict;
+    if (opt.cache.n_positions < static_cast<int64_t>(prompt_tokens.size()) + n_predict)
+        throw UsageError("--ctx-size " + std::to_string(opt.cache.n_positions) + " is smaller than the prompt (" +
+                         std::to_string(prompt_tokens.size()) + " tokens) plus -n");
+    backends::cpu::CpuBackend backend(static_cast<int>(threads));
+    engine::Model model(models::load_model(*model_path), backend, opt);
+
+    const auto print = [](std::string_view text) {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    };
+    const engine::GenerateResult r =
+        engine::generate(model, *tokenizer, prompt_tokens, gp, json ? std::function<void(std::string_view)>{} : print);
+
+    const double prompt_tps = r.prompt_seconds > 0 ? prompt_tokens.size() / r.prompt_seconds : 0;
+    const double gen_tps = r.generation_seconds > 0 ? r.tokens.size() / r.generation_seconds : 0;
+    if (json) {
+        nlohmann::ordered_json j;
+        j["prompt_tokens"] = prompt_tokens;
+        j["tokens"] = r.tokens;
+        j["text"] = r.text;
+        j["finish_reason"] = r.finish_reason;
+        j["timings"] = {{"prompt_n", prompt_tokens.size()},
+                        {"prompt_seconds", r.prompt_seconds},
+                        {"prompt_per_second", prompt_tps},
+                        {"predicted_n", r.tokens.size()},
+                        {"predicted_seconds", r.generation_seconds},
+                        {"predicted_per_second", gen_tps},
+                        {"threads", backend.n_threads()},
+                        {"seed", sp.seed}};
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    }
+    std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s (%d threads)\n",
+                 prompt_tokens.size(), prompt_tps, r.tokens.size(), gen_tps, backend.n_threads());
+    return 0;
+}
+
+}  // namespace
+
+const Command kGenerateCommand{
+    "generate",
+    "one-shot completion of a prompt, for scripts",
+    "usage: deskside generate -m MODEL -p TEXT [-n N] [options]\n"
+    "\n"
+    "Prints only the completion on stdout, and a timing line on stderr.\n"
+    "  -n, --n-predict N        tokens to generate (default 128)\n"
+    "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
+    "  --top-k K, --top-p P, --min-p P   (defaults 40, 0.95, 0.05)\n"
+    "  --repeat-penalty R, --presence-penalty P, --frequency-penalty F   (over the last 64 tokens)\n"
+    "  --seed S                 same seed, same tokens (default: random)\n"
+    "  --stop TEXT              stop before TEXT (repeatable)\n"
+    "  -t, --threads N          CPU threads (default: physical cores)\n"
+    "  -c, --ctx-size N         KV cache positions (default: prompt + N)\n"
+    "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
+    "  --json                   print {\"prompt_tokens\", \"tokens\", \"text\", \"finish_reason\", \"timings\"}\n",
+    run,
+};
+
+}  // namespace deskside::cli
