@@ -24,5 +24,14 @@ std::span<const Command> commands();
 
 // One declaration per command; defined in cli/cmd_<name>.cpp.
 extern const Command kInspectCommand;
+extern const Command kTemplateCommand;
+extern const Command kTokenizeCommand;
+extern const Command kGenerateCommand;
+extern const Command kChatCommand;
+extern const Command kServeCommand;
+extern const Command kBenchCommand;
+extern const Command kPullCommand;
+extern const Command kListCommand;
+extern const Command kRmCommand;
 
 }  // namespace deskside::cli

@@ -12,6 +12,15 @@ namespace deskside::cli {
 std::span<const Command> commands() {
     static const std::array kCommands{
         &kInspectCommand,
+        &kTemplateCommand,
+        &kTokenizeCommand,
+        &kGenerateCommand,
+        &kChatCommand,
+        &kServeCommand,
+        &kBenchCommand,
+        &kPullCommand,
+        &kListCommand,
+        &kRmCommand,
     };
     static const auto kTable = [] {
         std::vector<Command> out;

