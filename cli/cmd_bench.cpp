@@ -20,6 +20,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "engine/model.h"
 #include "models/model.h"
 #include "quant/types.h"
@@ -101,7 +102,7 @@ double run_tg(engine::Model& model, std::mt19937& rng, long long n) {
 }
 
 int run(Args& args) {
-    const auto model_path = args.value("--model", "-m");
+    const auto model_path = model_arg(args);
     const long long n_prompt = args.int_value("--n-prompt", "-p").value_or(512);
     const long long n_gen = args.int_value("--n-gen", "-n").value_or(128);
     const long long reps = args.int_value("--repetitions", "-r").value_or(5);

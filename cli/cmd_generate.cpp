@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "engine/generation.h"
 #include "engine/model.h"
 #include "models/model.h"
@@ -16,7 +17,7 @@ namespace deskside::cli {
 namespace {
 
 int run(Args& args) {
-    const auto model_path = args.value("--model", "-m");
+    const auto model_path = model_arg(args);
     const auto prompt = args.value("--prompt", "-p");
     const long long n_predict = args.int_value("--n-predict", "-n").value_or(128);
     engine::GenerateParams gp;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "models/model.h"
+#include "models/store/resolve.h"
 
 namespace deskside::cli {
 namespace {
@@ -153,7 +154,7 @@ int run(Args& args) {
     const auto pos = args.positionals();
     args.finish();
     if (pos.size() != 1) throw UsageError("expected exactly one MODEL");
-    const models::ModelInfo m = models::load_model(pos[0]);
+    const models::ModelInfo m = models::load_model(models::store::resolve_model(pos[0]));
     const ordered_json j = describe(m);
     if (json) {
         std::printf("%s\n", j.dump(1, ' ', false, ordered_json::error_handler_t::replace).c_str());

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "engine/model.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
@@ -75,7 +76,7 @@ class ShutdownSignal {
 };
 
 int run(Args& args) {
-    const auto model_path = args.value("--model", "-m");
+    const auto model_path = model_arg(args);
     server::ServerOptions so;
     so.host = args.value("--host").value_or(so.host);
     so.port = static_cast<int>(args.int_value("--port").value_or(so.port));

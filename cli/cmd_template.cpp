@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "models/chat_template/chat_template.h"
 #include "models/gguf.h"
 
@@ -122,7 +123,7 @@ TemplateSource from_gguf(const std::string& path) {
 }
 
 int run(Args& args) {
-    const auto model = args.value("--model", "-m");
+    const auto model = model_arg(args);
     const auto template_file = args.value("--template");
     const auto messages_file = args.value("--messages");
     const auto tools_file = args.value("--tools");

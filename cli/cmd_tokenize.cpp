@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace deskside::cli {
@@ -20,7 +21,7 @@ std::string read_file(const std::string& path) {
 }
 
 int run(Args& args) {
-    const auto model = args.value("--model", "-m");
+    const auto model = model_arg(args);
     const auto prompt = args.value("--prompt", "-p");
     const auto file = args.value("--file", "-f");
     const bool no_bos = args.flag("--no-bos");

@@ -5,12 +5,19 @@
 #include <stdexcept>
 
 #include "models/model.h"
+#include "models/store/resolve.h"
 
 namespace deskside::cli {
 
+std::optional<std::string> model_arg(Args& args) {
+    auto model = args.value("--model", "-m");
+    if (model) model = models::store::resolve_model(*model);
+    return model;
+}
+
 ModelFlags read_model_flags(Args& args) {
     ModelFlags f;
-    const auto model = args.value("--model", "-m");
+    const auto model = model_arg(args);
     f.threads = args.int_value("--threads", "-t").value_or(0);
     f.ctx_size = args.int_value("--ctx-size", "-c");
     const auto cache_k = args.value("--cache-type-k");

@@ -23,6 +23,10 @@ struct ModelFlags {
     engine::KvCacheConfig cache;  // n_positions is set by load_model_from_flags
 };
 
+// -m / --model: a model path, or a name in the model store (models/store/resolve.h), resolved to
+// a path; nullopt when the flag is absent. Throws for an unknown name, listing the store.
+std::optional<std::string> model_arg(Args& args);
+
 // Reads -m (required), -t/--threads, -c/--ctx-size, --cache-type-k/v. Throws UsageError.
 ModelFlags read_model_flags(Args& args);
 // Reads --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty

@@ -8,6 +8,11 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes minutes (e.g. fetches a real model from PyPI)")
+    config.addinivalue_line("markers", "network: needs PyPI; skipped when DESKSIDE_OFFLINE is set")
+
+
 def build_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("DESKSIDE_BUILD", REPO / "build"))
 

@@ -188,7 +188,7 @@ TEST_CASE("a file that is not a model never enters the store", "[store]") {
     CHECK(fs::is_empty(tmp.dir / "store" / ".tmp"));
 }
 
-TEST_CASE("--sha256 is checked for local copies", "[store]") {
+TEST_CASE("the sha256 flag is checked for local copies", "[store]") {
     TempStore tmp;
     Store store(tmp.dir.string());
     PullOptions opts;
