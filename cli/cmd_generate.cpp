@@ -2,7 +2,6 @@
 // to stdout (streamed), timings to stderr; --json prints one object instead.
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
@@ -21,16 +20,8 @@ int run(Args& args) {
     const auto prompt = args.value("--prompt", "-p");
     const long long n_predict = args.int_value("--n-predict", "-n").value_or(128);
     engine::GenerateParams gp;
-    engine::SamplerParams& sp = gp.sampling;
-    sp.temperature = static_cast<float>(args.float_value("--temp").value_or(sp.temperature));
-    sp.top_k = static_cast<int32_t>(args.int_value("--top-k").value_or(sp.top_k));
-    sp.top_p = static_cast<float>(args.float_value("--top-p").value_or(sp.top_p));
-    sp.min_p = static_cast<float>(args.float_value("--min-p").value_or(sp.min_p));
-    sp.repeat_penalty = static_cast<float>(args.float_value("--repeat-penalty").value_or(sp.repeat_penalty));
-    sp.presence_penalty = static_cast<float>(args.float_value("--presence-penalty").value_or(sp.presence_penalty));
-    sp.frequency_penalty = static_cast<float>(args.float_value("--frequency-penalty").value_or(sp.frequency_penalty));
-    const auto seed = args.int_value("--seed");
-    sp.seed = seed ? static_cast<uint64_t>(*seed) : std::random_device{}();
+    gp.sampling = read_sampling_flags(args);
+    const engine::SamplerParams& sp = gp.sampling;
     gp.stop = args.values("--stop");
     const long long threads = args.int_value("--threads", "-t").value_or(0);
     const auto ctx = args.int_value("--ctx-size", "-c");
