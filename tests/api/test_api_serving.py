@@ -2,11 +2,13 @@
 disconnected client frees its sequence, metrics, memory, graceful shutdown."""
 import concurrent.futures
 import json
+import os
 import signal
 import socket
 import threading
 import time
 
+import pytest
 import requests
 
 from serve_helpers import STORIES
@@ -67,6 +69,9 @@ def test_metrics_exposition(stories):
     assert 0 < m["deskside_kv_cache_blocks_used"] <= m["deskside_kv_cache_blocks_total"]
 
 
+@pytest.mark.skipif(os.environ.get("DESKSIDE_SANITIZED") == "1",
+                    reason="RSS is meaningless under AddressSanitizer (its quarantine keeps freed memory); "
+                           "LeakSanitizer checks leaks there. Run against a Release build: DESKSIDE_BUILD=build")
 def test_memory_back_near_baseline(start_server):
     s = start_server(STORIES, "--parallel", 8, "--ctx-size", 512)
     s.client().completions.create(model="stories260K", prompt="Once", max_tokens=8)
