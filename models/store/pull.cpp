@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <vector>
 
 #include "models/store/http_fetch.h"
@@ -175,6 +176,8 @@ std::string default_name(const std::string& source) {
     if (starts_with(source, "pypi:")) {
         base = source.substr(5);
         base = base.substr(0, base.find_first_of("=<>!~[ "));
+        static const std::regex kRange(R"((.+)-part\d+\.\.\d+)");
+        if (std::smatch m; std::regex_match(base, m, kRange)) base = m[1];
     } else {
         std::string path = source.substr(0, source.find_first_of("?#"));
         while (path.size() > 1 && path.back() == '/') path.pop_back();

