@@ -5,6 +5,8 @@
 // activations llama.cpp's x86 build uses its SIMD quantizer instead: scale 127 / amax and round
 // half to even. The two disagree on a few levels per row, enough to move a quantized model's
 // logits past a 2e-2 comparison with llama.cpp, so matmul quantizes activations with these.
+// This is the one definition: the CPU backend's AVX2 quantizers (backends/cpu/gemm_kernels.h,
+// best_activation_quantizer) are tested to write exactly these bytes.
 // ref: ggml/src/ggml-cpu/arch/x86/quants.c (quantize_row_q8_0, quantize_row_q8_1, AVX2 path)
 #pragma once
 

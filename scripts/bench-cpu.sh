@@ -48,7 +48,9 @@ python="$repo_root/.venv/bin/python"
 
 cache="${DESKSIDE_BENCH_DIR:-$HOME/.cache/deskside/bench}"
 mkdir -p "$cache"
-peer_bin="$("$repo_root/scripts/build-llama-cpp.sh" | tail -n 1)"
+# Only the two peer tools this script runs (the server and completion tools are for other scripts).
+peer_bin="$(DESKSIDE_PEER_TARGETS="${DESKSIDE_PEER_TARGETS:-llama-bench llama-quantize}" \
+  "$repo_root/scripts/build-llama-cpp.sh" | tail -n 1)"
 
 f16="$cache/synth-llama-${layers}l-f16.gguf"
 if [[ ! -f "$f16" ]]; then
@@ -75,7 +77,7 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load $(load)"
-echo "== deskside: $deskside; llama.cpp: $peer_bin ($(basename "$(dirname "$(dirname "$peer_bin")")"))"
+echo "== deskside: $deskside; llama.cpp: $peer_bin ($(basename "$(dirname "$peer_bin")"))"
 read -r bw_wall bw_cpu < <("$membw" 1024 "$threads" 5 2>/dev/null)
 echo "== memory read bandwidth (scripts/membw.c, 1 GiB, $threads threads): $bw_wall GB/s wall clock," \
      "$bw_cpu GB/s per CPU-second x threads; load $(load)"

@@ -3,8 +3,11 @@
 // scales, minus the offset terms computed from the activations' group sums) is exact in int32
 // lanes, then scaled once by d_w * d_a.
 // ref: quant/ref_q2_q3_k.cpp, quant/ref_q4_q5_k.cpp, quant/ref_q6_q8_k.cpp, quant/ref_iq4.cpp
+#include <cmath>
+
 #include "backends/cpu/dot_avx2_common.h"
 #include "backends/cpu/dot_isa.h"
+#include "backends/cpu/dot_levels_avx2.h"
 #include "quant/blocks.h"
 
 namespace deskside::backends::cpu {
@@ -12,18 +15,6 @@ namespace deskside::backends::cpu {
 using namespace avx2;
 using quant::BlockQ8_K;
 using quant::kQKK;
-
-namespace {
-
-// Bits [shift, shift + width) of every byte of v, in the low bits of each byte.
-inline __m256i byte_field(__m256i v, int shift, int mask) {
-    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
-}
-
-// Adds an int scalar to lane 0 of an int32 vector (for offset terms folded into the exact sum).
-inline __m256i add_lane0(__m256i v, int x) { return _mm256_add_epi32(v, _mm256_setr_epi32(x, 0, 0, 0, 0, 0, 0, 0)); }
-
-}  // namespace
 
 float vec_dot_q2_k_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ2_K*>(w);
@@ -102,7 +93,9 @@ float dot_k4(int64_t n, const Block* x, const BlockQ8_K* y, LevelsFn levels) {
             isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(hi, load(q8 + 32), sc[2 * chunk + 1], sc[2 * chunk + 1]));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
-        mins += fp16(x[i].dmin) * y[i].d * static_cast<float>(sum_mins);
+        // An explicit fma (what the compiler made of `mins += a * b * c` before) pins the
+        // rounding that the tiled kernel in gemm_kquant_avx2.cpp must repeat.
+        mins = std::fma(fp16(x[i].dmin) * y[i].d, static_cast<float>(sum_mins), mins);
     }
     return hsum(acc) - mins;
 }
@@ -112,9 +105,7 @@ float dot_k4(int64_t n, const Block* x, const BlockQ8_K* y, LevelsFn levels) {
 float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ4_K*>(w);
     return dot_k4(n, x, static_cast<const BlockQ8_K*>(a), [&](int64_t i, int chunk, __m256i* lo, __m256i* hi) {
-        const __m256i q4 = load(x[i].qs + 32 * chunk);
-        *lo = _mm256_and_si256(q4, _mm256_set1_epi8(0x0F));
-        *hi = byte_field(q4, 4, 0x0F);
+        q4_k_levels(x[i], chunk, lo, hi);
     });
 }
 

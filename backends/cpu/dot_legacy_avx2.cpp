@@ -5,6 +5,7 @@
 // ref: quant/ref_legacy.cpp and quant/ref_iq4.cpp (the scalar references these must match)
 #include "backends/cpu/dot_avx2_common.h"
 #include "backends/cpu/dot_isa.h"
+#include "backends/cpu/dot_levels_avx2.h"
 #include "quant/blocks.h"
 
 namespace deskside::backends::cpu {
@@ -45,34 +46,22 @@ float dot_offset_blocks(int64_t n, const WBlock* x, const quant::BlockQ8_1* y, L
 
 float vec_dot_q4_0_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ4_0*>(w);
-    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) {
-        return _mm256_sub_epi8(nibbles_32(x[i].qs), _mm256_set1_epi8(8));
-    });
+    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) { return levels(x[i]); });
 }
 
 float vec_dot_q5_0_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ5_0*>(w);
-    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) {
-        uint32_t qh;
-        __builtin_memcpy(&qh, x[i].qh, 4);
-        // (nibble | bit4 << 4) - 16 is nibble - 16 (= nibble | 0xF0 as int8) where bit 4 is clear.
-        const __m256i minus16 = _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-        return _mm256_or_si256(nibbles_32(x[i].qs), minus16);
-    });
+    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) { return levels(x[i]); });
 }
 
 float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ8_0*>(w);
-    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) { return load(x[i].qs); });
+    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) { return levels(x[i]); });
 }
 
 float vec_dot_iq4_nl_avx2(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockIq4Nl*>(w);
-    const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues.data()));
-    const __m256i table = _mm256_set_m128i(table128, table128);
-    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) {
-        return _mm256_shuffle_epi8(table, nibbles_32(x[i].qs));
-    });
+    return dot_signed_blocks(n, x, static_cast<const quant::BlockQ8_0*>(a), [&](int64_t i) { return levels(x[i]); });
 }
 
 float vec_dot_q4_1_avx2(int64_t n, const void* w, const void* a) {

@@ -1,18 +1,19 @@
 // CPU ops that read or write quantized storage: get_rows, matmul, copy, set_rows.
 //
 // matmul computes every output element as one vec_dot of a weight row with an activation row
-// quantized to the weights' vec_dot_type, exactly as llama.cpp's CPU backend does, so quantized
-// models give llama.cpp's numbers. The reduction order inside an element depends only on the
-// row length, never on the batch size or the thread count (DESIGN.md key decision 5).
+// quantized to the weights' vec_dot_type (with llama.cpp's x86 activation rounding, see
+// quant/activation_quant.h), so quantized models give llama.cpp's numbers. Batches go through a
+// tiled gemm kernel (gemm_kernels.h) whose every output is summed in the single-row kernel's
+// order: the reduction order inside an element depends only on the row length, never on the
+// batch size or the thread count (DESIGN.md key decision 5).
 #include <cassert>
-#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dot_kernels.h"
-#include "quant/float16.h"
+#include "backends/cpu/gemm_kernels.h"
 #include "quant/quant.h"
 
 namespace deskside::backends::cpu {
@@ -26,29 +27,11 @@ const quant::QuantTraits& traits_of(quant::TypeId type, const char* op) {
     return *t;
 }
 
-// Output rows computed by one matmul task: enough to amortize the dispatch, few enough that a
-// block of weights stays in cache while it is dotted with every activation row.
+// A matmul task: kMatmulRowsPerTask output rows (a multiple of every gemm tile height) times
+// up to kMatmulColsPerTask activation rows. The activation block (64 rows: 136 KB of Q8_0 at
+// K = 2048) stays in L2 while the task's weight rows (18 KB of Q4_0) stay in L1 and meet it.
 constexpr int64_t kMatmulRowsPerTask = 16;
-
-// Q8_0 activations as llama.cpp's x86 CPU backend quantizes them (its SIMD quantize_row_q8_0):
-// the inverse scale is 127 / amax and values round half to even. The reference quantizer
-// (1 / (amax / 127), half away from zero) differs on a few values per row, which is enough to
-// move the logits of a quantized model by more than their comparison tolerance.
-void quantize_q8_0_like_llama_cpp(const float* x, void* dst, int64_t n) {
-    struct Block {
-        uint16_t d;
-        int8_t qs[32];
-    };
-    auto* y = static_cast<Block*>(dst);
-    for (int64_t b = 0; b < n / 32; ++b) {
-        const float* v = x + b * 32;
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
-        y[b].d = quant::fp32_to_fp16(amax / 127.f);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        for (int j = 0; j < 32; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyint(v[j] * id));
-    }
-}
+constexpr int64_t kMatmulColsPerTask = 64;
 
 }  // namespace
 
@@ -71,29 +54,43 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     const quant::QuantTraits& wt = traits_of(w.type, "matmul");
     const int64_t k = w.ne0, n_out = w.ne1, m = x.ne1;
 
-    // Activations in the weights' dot type, one row per token.
+    // Activations in the weights' dot type, one row per token, quantized once per call.
     const uint8_t* act = host_row(x);
     size_t act_stride = x.row_stride;
     if (wt.vec_dot_type != quant::TypeId::F32) {
-        const quant::QuantTraits& at = traits_of(wt.vec_dot_type, "matmul (activations)");
         act_stride = quant::row_bytes(wt.vec_dot_type, k);
         if (activations_.size() < act_stride * m) activations_.resize(act_stride * m);
         uint8_t* base = activations_.data();
-        const quant::FromFloatFn quantize = wt.vec_dot_type == quant::TypeId::Q8_0 ? quantize_q8_0_like_llama_cpp : at.from_float;
+        const quant::FromFloatFn quantize = best_activation_quantizer(wt.vec_dot_type);
+        if (!quantize) throw std::invalid_argument("cpu matmul: no quantizer for the activation type");
         for_rows(m, k, [&](int64_t j) { quantize(host_f32_row(x, j), base + j * act_stride, k); });
         act = base;
     }
 
+    const GemmFn gemm = m > 1 ? best_gemm(w.type) : nullptr;
     const quant::VecDotFn dot = best_vec_dot(w.type);
-    // Items are blocks of kMatmulRowsPerTask output rows, each dotted with every activation row.
-    const int64_t n_blocks = (n_out + kMatmulRowsPerTask - 1) / kMatmulRowsPerTask;
-    for_each(n_blocks, kMatmulRowsPerTask * k * m, [&](int64_t block, int) {
-        const int64_t r0 = block * kMatmulRowsPerTask;
-        const int64_t r1 = std::min(n_out, r0 + kMatmulRowsPerTask);
-        for (int64_t j = 0; j < m; ++j) {
+    const uint8_t* weights = host_row(w);
+    const size_t w_stride = w.row_stride;
+    float* out = host_f32_row(y);
+    const size_t out_stride = y.row_stride / sizeof(float);
+    // Tasks in (column block, row block) order: consecutive tasks share the activation block.
+    const int64_t row_blocks = (n_out + kMatmulRowsPerTask - 1) / kMatmulRowsPerTask;
+    const int64_t col_blocks = (m + kMatmulColsPerTask - 1) / kMatmulColsPerTask;
+    const int64_t cols_per_block = std::min(m, kMatmulColsPerTask);
+    for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, [&](int64_t task, int) {
+        const int64_t r0 = (task % row_blocks) * kMatmulRowsPerTask;
+        const int64_t c0 = (task / row_blocks) * kMatmulColsPerTask;
+        const int64_t nr = std::min(n_out - r0, kMatmulRowsPerTask);
+        const int64_t nc = std::min(m - c0, kMatmulColsPerTask);
+        if (gemm) {
+            gemm(k, weights + r0 * w_stride, w_stride, nr, act + c0 * act_stride, act_stride, nc,
+                 out + c0 * out_stride + r0, out_stride);
+            return;
+        }
+        for (int64_t j = c0; j < c0 + nc; ++j) {
             const uint8_t* a = act + j * act_stride;
-            float* out = host_f32_row(y, j);
-            for (int64_t r = r0; r < r1; ++r) out[r] = dot(k, host_row(w, r), a);
+            float* row = out + j * out_stride;
+            for (int64_t r = r0; r < r0 + nr; ++r) row[r] = dot(k, weights + r * w_stride, a);
         }
     });
 }
