@@ -1,10 +1,13 @@
-// CPU causal attention over the paged KV cache, one task per (query row, head).
+// CPU causal attention over the paged KV cache, one task per (query row, head), split across
+// the thread pool.
 //
-// The arithmetic follows llama.cpp's CPU flash attention, because its logits are our reference
-// and a one-ulp difference here changes F16 roundings downstream: q . k is the K cache type's
-// vec_dot after rounding q to that type's dot type (F16 for an F16 cache); softmax is online, in
-// position order (ref: Milakov & Gimelshein, arXiv:1805.02867); with an F16 V cache the weighted
-// sum of V is accumulated in F16, otherwise in F32.
+// The arithmetic follows llama.cpp's CPU flash attention for one query row (the path its
+// reference runs took: prompts shorter than its 64-row tile, then one token per step), because
+// its logits are our reference and a one-ulp difference here changes F16 roundings downstream:
+// q . k is the K cache type's dot after rounding q to that type's dot type (F16 for an F16 cache,
+// in the reference machine's summation order, see ops_attention_kernels.h); softmax is online,
+// in position order (ref: Milakov & Gimelshein, arXiv:1805.02867); with an F16 V cache the
+// weighted sum of V is accumulated in F16, otherwise in F32.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -13,11 +16,61 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
+#include "backends/cpu/ops_attention_kernels.h"
+#include "quant/activation_quant.h"
 #include "quant/float16.h"
 #include "quant/quant.h"
 
 namespace deskside::backends::cpu {
+
+namespace {
+
+float round_f16(float v) { return quant::fp16_to_fp32(quant::fp32_to_fp16(v)); }
+
+}  // namespace
+
+float attn_dot_f16(int64_t n, const uint16_t* k, const uint16_t* q) {
+    constexpr int kLanes = 16, kAcc = 4;
+    const int64_t np = n / kAttnF16Step * kAttnF16Step;
+    double sum = 0;
+    if (np > 0) {
+        float acc[kAcc][kLanes] = {};
+        for (int64_t i = 0; i < np; i += kAttnF16Step)
+            for (int j = 0; j < kAcc; ++j)
+                for (int l = 0; l < kLanes; ++l) {
+                    const int64_t e = i + j * kLanes + l;
+                    acc[j][l] = std::fma(quant::fp16_to_fp32(k[e]), quant::fp16_to_fp32(q[e]), acc[j][l]);
+                }
+        for (int l = 0; l < kLanes; ++l) {
+            acc[0][l] += acc[2][l];
+            acc[1][l] += acc[3][l];
+            acc[0][l] += acc[1][l];
+        }
+        float h[8], g[4];
+        for (int l = 0; l < 8; ++l) h[l] = acc[0][l + 8] + acc[0][l];
+        for (int l = 0; l < 4; ++l) g[l] = h[l + 4] + h[l];
+        sum = (g[0] + g[2]) + (g[1] + g[3]);
+    }
+    for (int64_t i = np; i < n; ++i) sum += static_cast<double>(quant::fp16_to_fp32(k[i]) * quant::fp16_to_fp32(q[i]));
+    return static_cast<float>(sum);
+}
+
+void attn_scale(float* acc, int64_t n, float scale, bool f16) {
+    for (int64_t d = 0; d < n; ++d) acc[d] = f16 ? round_f16(acc[d] * scale) : acc[d] * scale;
+}
+
+void attn_accumulate(float* acc, const float* v, float w, int64_t n, bool f16) {
+    for (int64_t d = 0; d < n; ++d) {
+        const float r = std::fma(v[d], w, acc[d]);
+        acc[d] = f16 ? round_f16(r) : r;
+    }
+}
+
+void attn_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) dst[d] = quant::fp16_to_fp32(src[d]);
+}
 
 void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
                            const AttentionParams& p, const Tensor& out) {
@@ -28,8 +81,11 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
     const quant::QuantTraits* kt = quant::quant_traits(kv.k.type);
     const quant::QuantTraits* vt = quant::quant_traits(kv.v.type);
     if (!kt || !vt) throw std::invalid_argument("cpu attention: unsupported KV cache type");
-    const quant::QuantTraits* qt = quant::quant_traits(kt->vec_dot_type);
-    if (!qt || (kt->vec_dot_type != quant::TypeId::F32 && !qt->from_float))
+    // q goes into K's dot type through the quantizer llama.cpp's x86 build uses for activations
+    // (for a Q8_0 cache: 127 / amax, round half to even), as its flash attention does.
+    const quant::FromFloatFn q_to_dot_type =
+        kt->vec_dot_type == quant::TypeId::F32 ? nullptr : quant::activation_from_float(kt->vec_dot_type);
+    if (kt->vec_dot_type != quant::TypeId::F32 && !q_to_dot_type)
         throw std::invalid_argument("cpu attention: no quantizer for the K cache's dot type");
 
     const size_t k_head_bytes = quant::row_bytes(kv.k.type, p.head_dim);
@@ -39,11 +95,14 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
         if (static_cast<int64_t>(aq.blocks.size()) * kv.block_size <= aq.pos)
             throw std::out_of_range("cpu attention: position " + std::to_string(aq.pos) + " beyond the block table");
     }
+    const bool simd = cpu_features().has_avx2_kernels();
+    const bool f16_k = kv.k.type == quant::TypeId::F16;
     const quant::VecDotFn k_dot = best_vec_dot(kv.k.type);
-    const bool f16_accumulator = kv.v.type == quant::TypeId::F16;
-    const auto round = [f16_accumulator](float v) { return f16_accumulator ? quant::fp16_to_fp32(quant::fp32_to_fp16(v)) : v; };
-    // llama.cpp fuses the F16 multiply-add over whole 32-element groups only.
-    const int64_t fused = f16_accumulator ? p.head_dim_v / 32 * 32 : p.head_dim_v;
+    const auto dot_f16 = simd ? attn_dot_f16_avx2 : attn_dot_f16;
+    const auto scale_acc = simd ? attn_scale_avx2 : attn_scale;
+    const auto accumulate = simd ? attn_accumulate_avx2 : attn_accumulate;
+    const auto widen_f16 = simd ? attn_f16_to_f32_avx2 : attn_f16_to_f32;
+    const bool f16_acc = kv.v.type == quant::TypeId::F16;
     // Per thread: q in the dot type (bytes, counted in floats, with room for block headers), one
     // V head as F32, the accumulator.
     const int64_t q_floats = p.head_dim + 16;
@@ -63,8 +122,8 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
 
         const float* qh = host_f32_row(q, t) + h * p.head_dim;
         const void* qdot = qh;
-        if (kt->vec_dot_type != quant::TypeId::F32) {
-            qt->from_float(qh, qq, p.head_dim);
+        if (q_to_dot_type) {
+            q_to_dot_type(qh, qq, p.head_dim);
             qdot = qq;
         }
         const int64_t first = p.window > 0 ? std::max<int64_t>(0, aq.pos - p.window + 1) : 0;
@@ -75,18 +134,21 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
         float sum = 0;
         for (int64_t pos = first; pos <= aq.pos; ++pos) {
             const uint8_t* kh = host_row(kv.k, cache_row(pos)) + hk * k_head_bytes;
-            const float s = k_dot(p.head_dim, kh, qdot) * p.scale;
+            const float dot = f16_k ? dot_f16(p.head_dim, reinterpret_cast<const uint16_t*>(kh), static_cast<const uint16_t*>(qdot))
+                                    : k_dot(p.head_dim, kh, qdot);
+            const float s = dot * p.scale;
             float ms = 1.0f, vs = 1.0f;  // rescale of the running sums, weight of this V
             if (s > max_score) {
                 ms = std::exp(max_score - s);
                 max_score = s;
-                for (int64_t d = 0; d < p.head_dim_v; ++d) acc[d] = round(acc[d] * ms);
+                scale_acc(acc, p.head_dim_v, ms, f16_acc);
             } else {
                 vs = std::exp(s - max_score);
             }
-            vt->to_float(host_row(kv.v, cache_row(pos)) + hk * v_head_bytes, vrow, p.head_dim_v);
-            for (int64_t d = 0; d < fused; ++d) acc[d] = round(std::fma(vrow[d], vs, acc[d]));
-            for (int64_t d = fused; d < p.head_dim_v; ++d) acc[d] = round(acc[d] + vrow[d] * vs);
+            const uint8_t* vh = host_row(kv.v, cache_row(pos)) + hk * v_head_bytes;
+            if (f16_acc) widen_f16(reinterpret_cast<const uint16_t*>(vh), vrow, p.head_dim_v);
+            else vt->to_float(vh, vrow, p.head_dim_v);
+            accumulate(acc, vrow, vs, p.head_dim_v, f16_acc);
             sum = sum * ms + vs;
         }
         const float inv = 1.0f / sum;

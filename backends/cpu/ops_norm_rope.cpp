@@ -16,8 +16,10 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, cons
     for_rows(x.ne1, n, [&](int64_t r) {
         const float* in = host_f32_row(x, r);
         float* out = host_f32_row(y, r);
-        double sum = 0;  // in double, as llama.cpp accumulates it
-        for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(in[i]) * in[i];
+        // Squares rounded to float, summed in double: llama.cpp's order, so the scale agrees with
+        // its own to the last bit.
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(in[i] * in[i]);
         const float s = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
         if (w) {
             for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s * w[i];
@@ -106,8 +108,10 @@ void CpuBackend::rope(const Tensor& x, std::span<const int32_t> positions, const
                 const int64_t i0 = p.neox ? i : 2 * i;
                 const int64_t i1 = p.neox ? i + half : 2 * i + 1;
                 const float a = v[i0], b = v[i1];
-                v[i0] = a * table.cos[i] - b * table.sin[i];
-                v[i1] = a * table.sin[i] + b * table.cos[i];
+                // llama.cpp writes a*cos - b*sin, and GCC contracts it (host-tuned C++) to one
+                // FMA over a rounded b*sin; an explicit fma gives the same bits on any build.
+                v[i0] = std::fma(a, table.cos[i], -(b * table.sin[i]));
+                v[i1] = std::fma(a, table.sin[i], b * table.cos[i]);
             }
         }
     });

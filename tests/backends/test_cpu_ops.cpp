@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/ops_attention_kernels.h"
 #include "op_harness.h"
+#include "quant/float16.h"
 
 namespace deskside::backends {
 namespace {
@@ -275,6 +278,48 @@ TEST_CASE("copy and set_rows convert to the destination type", "[cpu-ops]") {
             for (int64_t e = 0; e < ne0; ++e) CHECK(got[rows[i] * ne0 + e] == expect[i * ne0 + e]);
         for (int64_t r : {1, 3, 5}) CHECK(std::isnan(got[r * ne0]));
         CHECK(table.guard_intact());
+    }
+}
+
+}  // namespace deskside::backends
+
+namespace deskside::backends {
+
+// The attention inner loops reproduce llama.cpp's summation order (ops_attention_kernels.h); the
+// AVX2 versions must give the portable versions' bits exactly, for lengths below, at and past the
+// 64-element step, and the dot must still be a dot product (against double, within F32 rounding).
+TEST_CASE("attention kernels: AVX2 and portable versions agree to the bit", "[cpu-ops]") {
+    for (int64_t n : {8, 32, 64, 72, 128, 200, 256}) {
+        INFO("n = " << n);
+        const std::vector<float> kf = test::random_values(n, 1), qf = test::random_values(n, 2);
+        std::vector<uint16_t> k(n), q(n);
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            k[i] = quant::fp32_to_fp16(kf[i]);
+            q[i] = quant::fp32_to_fp16(qf[i]);
+            exact += static_cast<double>(quant::fp16_to_fp32(k[i])) * quant::fp16_to_fp32(q[i]);
+        }
+        const float dot = cpu::attn_dot_f16(n, k.data(), q.data());
+        CHECK(std::fabs(dot - exact) <= 1e-5 * n);
+        const std::vector<float> v = test::random_values(n, 3);
+        for (bool f16 : {false, true}) {
+            std::vector<float> a = test::random_values(n, 4);
+            if (f16) {
+                for (float& x : a) x = quant::fp16_to_fp32(quant::fp32_to_fp16(x));
+            }
+            std::vector<float> b = a;
+            cpu::attn_scale(a.data(), n, 0.37f, f16);
+            cpu::attn_accumulate(a.data(), v.data(), 0.61f, n, f16);
+            for (int64_t d = 0; d < n; ++d) {
+                const float expect = static_cast<float>(static_cast<double>(b[d]) * 0.37f + static_cast<double>(v[d]) * 0.61f);
+                CHECK(std::fabs(a[d] - expect) <= (f16 ? 2e-3f : 1e-6f));
+            }
+            if (!cpu::cpu_features().has_avx2_kernels()) continue;
+            cpu::attn_scale_avx2(b.data(), n, 0.37f, f16);
+            cpu::attn_accumulate_avx2(b.data(), v.data(), 0.61f, n, f16);
+            CHECK(a == b);
+        }
+        if (cpu::cpu_features().has_avx2_kernels()) CHECK(cpu::attn_dot_f16_avx2(n, k.data(), q.data()) == dot);
     }
 }
 

@@ -86,53 +86,77 @@ void check_model(const std::string& stem, Tolerance tol, const EngineOptions& op
     CHECK(d.argmax_mismatches == 0);
 }
 
-// Why these are wider than "same math, different summation order" would suggest: llama.cpp
-// rounds heavily in places (F16 KV cache, an F16 attention accumulator, F16-table GELU, Q8
-// activations) and sums in SIMD order; a last-bit difference upstream flips one of those
-// roundings, and the flip, not the summation error, is what reaches the logits. We reproduce its
-// roundings (many rows agree to 1e-6) but not its SIMD summation order. Measured on these files:
-// worst logit 0.07 / mean row maximum 0.027 with float weights (BF16 rounds activations too),
-// 1.03 / 0.34 quantized. A wrong RoPE, norm or scale moves logits by several units on every
-// row and fails all three checks (bound, mean, argmax where the reference's top-2 gap exceeds
-// the bound).
-constexpr Tolerance kFloatTolerance{0.1, 0.04};
-constexpr Tolerance kQuantTolerance{1.5, 0.4};
+// Issue #7's acceptance: 2e-2 for quantized weights (and 1e-3 for float ones, which no float
+// model meets yet).
+constexpr double kQuantAcceptance = 2e-2;
+constexpr Tolerance kQuantAccepted{kQuantAcceptance, kQuantAcceptance};
+
+// Models that do not meet the acceptance yet, with bounds 1.3x what was measured (docs/ENGINE.md,
+// "Matching llama.cpp's logits", has the numbers and the method). Why they miss, measured with
+// llama.cpp itself built on this AVX2 machine (scripts/peer/): the reference was made on an
+// AVX-512 machine, and llama.cpp there sums the F32/F16/BF16 matmuls in 16 lanes, takes
+// llamafile's sgemm for prompt batches but its vec_dot for single tokens (so its numbers
+// depend on the batch size, which ours must not), and repacks Q4_0/Q4_K/IQ4_NL weights into
+// interleaved kernels with their own order. llama.cpp on this machine misses the reference by
+// the same amounts (stories260K F32 0.014, BF16 0.077, Q4_0 0.29, gemma3 Q6_K 0.40). Where it
+// reproduces the reference (Q5_0, Q8_0 on stories260K), so do we, bit for bit or to 7e-3.
+// A wrong RoPE, norm or scale moves logits by several units on every row and fails all three
+// checks (bound, mean, argmax where the reference's top-2 gap exceeds the bound).
+constexpr Tolerance kMeasured(double max_abs, double mean_row_max) { return {1.3 * max_abs, 1.3 * mean_row_max}; }
+constexpr Tolerance kQuantNoise{1.5, 0.4};
 
 }  // namespace
 
 TEST_CASE("stories260K float weights match llama.cpp logits", "[engine]") {
-    for (const char* stem : {"stories260K", "stories260K-f16", "stories260K-bf16"}) check_model(stem, kFloatTolerance);
+    check_model("stories260K", kMeasured(0.0313, 0.0021));
+    check_model("stories260K-f16", kMeasured(0.0281, 0.0079));
+    check_model("stories260K-bf16", kMeasured(0.0769, 0.0229));
 }
 
 TEST_CASE("stories260K quantized weights match llama.cpp logits", "[engine]") {
-    for (const char* stem : {"stories260K-q8_0", "stories260K-q4_0", "stories260K-q4_1", "stories260K-q5_0", "stories260K-q5_1"})
-        check_model(stem, kQuantTolerance);
+    // Met: llama.cpp computes these the same way on both machines, and so do we (Q5_0 is
+    // bit-identical; Q8_0 differs on one row, by 0.0074, as llama.cpp on this machine does).
+    check_model("stories260K-q5_0", kQuantAccepted);
+    check_model("stories260K-q8_0", kQuantAccepted);
+    check_model("stories260K-q4_0", kMeasured(0.298, 0.0445));
+    check_model("stories260K-q4_1", kMeasured(0.202, 0.0036));
+    check_model("stories260K-q5_1", kMeasured(0.274, 0.067));
 }
 
 TEST_CASE("synth-k (llama, GQA) matches llama.cpp logits", "[engine]") {
-    check_model("synth-k", kFloatTolerance);
-    for (const char* stem : {"synth-k-q2_k", "synth-k-q3_k_m", "synth-k-q4_k_s", "synth-k-q4_k_m", "synth-k-q5_k_m",
-                             "synth-k-q6_k", "synth-k-q8_0", "synth-k-iq4_nl", "synth-k-iq4_xs"})
-        check_model(stem, kQuantTolerance);
+    check_model("synth-k", kMeasured(0.0073, 0.0035));
+    check_model("synth-k-q2_k", kMeasured(0.414, 0.169));
+    check_model("synth-k-q3_k_m", kMeasured(0.400, 0.148));
+    check_model("synth-k-q4_k_s", kMeasured(0.339, 0.154));
+    check_model("synth-k-q4_k_m", kMeasured(0.371, 0.157));
+    check_model("synth-k-q5_k_m", kMeasured(0.293, 0.077));
+    check_model("synth-k-q6_k", kMeasured(0.280, 0.097));
+    check_model("synth-k-q8_0", kMeasured(0.166, 0.0115));
+    check_model("synth-k-iq4_nl", kMeasured(0.218, 0.077));
+    check_model("synth-k-iq4_xs", kMeasured(0.371, 0.238));
 }
 
 TEST_CASE("synth-qwen2 matches llama.cpp logits", "[engine]") {
-    check_model("synth-qwen2", kFloatTolerance);
-    for (const char* stem : {"synth-qwen2-q8_0", "synth-qwen2-q4_k_m", "synth-qwen2-q6_k"}) check_model(stem, kQuantTolerance);
+    check_model("synth-qwen2", kMeasured(0.0164, 0.0074));
+    check_model("synth-qwen2-q8_0", kMeasured(0.313, 0.077));
+    check_model("synth-qwen2-q4_k_m", kMeasured(0.949, 0.337));
+    check_model("synth-qwen2-q6_k", kMeasured(1.122, 0.311));
 }
 
 TEST_CASE("synth-gemma3 matches llama.cpp logits", "[engine]") {
-    check_model("synth-gemma3", kFloatTolerance);
-    for (const char* stem : {"synth-gemma3-q8_0", "synth-gemma3-q4_k_m", "synth-gemma3-q6_k"}) check_model(stem, kQuantTolerance);
+    check_model("synth-gemma3", kMeasured(0.0129, 0.0077));
+    check_model("synth-gemma3-q8_0", kMeasured(0.207, 0.039));
+    check_model("synth-gemma3-q4_k_m", kMeasured(0.416, 0.277));
+    check_model("synth-gemma3-q6_k", kMeasured(0.478, 0.256));
 }
 
 TEST_CASE("a Q8_0 KV cache stays close to llama.cpp's F16-cache logits", "[engine]") {
     // The reference was computed with an F16 cache; Q8_0 K and V add quantization noise of the
-    // size quantized weights do, so the quantized-weights tolerance applies.
+    // size quantized weights do (the bound is the worst quantized-weights deviation above).
     EngineOptions opt;
     opt.cache.type_k = quant::TypeId::Q8_0;
     opt.cache.type_v = quant::TypeId::Q8_0;
-    check_model("synth-k", kQuantTolerance, opt);
+    check_model("synth-k", kQuantNoise, opt);
     // stories260K's heads (8 values) cannot be cut into Q8_0 blocks of 32: a clear error.
     backends::cpu::CpuBackend backend(1);
     CHECK_THROWS_WITH(Model(models::load_model(shared_path("models/stories260K.gguf")), backend, opt),
