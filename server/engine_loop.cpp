@@ -92,6 +92,12 @@ size_t stop_prefix_suffix(const std::string& text, const std::vector<std::string
     return best;
 }
 
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
 }  // namespace
 
 EngineLoop::EngineLoop(engine::Model& model, const models::Tokenizer& tokenizer, EngineLoopOptions options, Metrics& metrics)
@@ -175,25 +181,45 @@ void EngineLoop::admit() {
     }
     for (auto& job : taken) {
         const std::vector<int32_t>& prompt = job->spec.prompt;
-        // The free slot whose cached tokens share the longest prefix with this prompt.
-        Slot* best = nullptr;
-        size_t best_common = 0;
+        // The job runs in the free slot sharing the longest prefix with its prompt (ties: the one
+        // caching the least, so longer idle prefixes survive for later requests).
+        Slot* target = nullptr;
+        size_t target_common = 0;
         for (Slot& s : slots_) {
             if (s.job) continue;
-            size_t common = 0;
-            while (common < s.cached.size() && common < prompt.size() && s.cached[common] == prompt[common]) ++common;
-            if (!best || common > best_common) {
-                best = &s;
-                best_common = common;
+            const size_t common = common_prefix(s.cached, prompt);
+            if (!target || common > target_common || (common == target_common && s.cached.size() < target->cached.size())) {
+                target = &s;
+                target_common = common;
+            }
+        }
+        // Another slot, running or idle, may have computed more of the prompt (a shared system
+        // prompt of a request still generating): the job then forks that slot's prefix. Its
+        // `cached` tokens are exactly the positions in the KV cache, since admission happens
+        // between steps.
+        Slot* source = nullptr;
+        size_t source_common = target_common;
+        for (Slot& s : slots_) {
+            if (&s == target) continue;
+            const size_t common = common_prefix(s.cached, prompt);
+            if (common > source_common) {
+                source = &s;
+                source_common = common;
             }
         }
         // At least the last prompt token is computed again: its logits start the generation.
-        int64_t reuse = std::min<int64_t>(static_cast<int64_t>(best_common), static_cast<int64_t>(prompt.size()) - 1);
+        int64_t reuse = std::min<int64_t>(static_cast<int64_t>(source_common), static_cast<int64_t>(prompt.size()) - 1);
         if (job->spec.prompt_logprobs || reuse < 0) reuse = 0;
-        model_.truncate(best->seq, reuse);
-        best->cached.resize(static_cast<size_t>(reuse));
-        best->job = job.get();
-        job->slot = best;
+        if (source && reuse > static_cast<int64_t>(target_common)) {
+            // Blocks are shared, not copied; the first write into a shared block copies it.
+            model_.fork(source->seq, target->seq, reuse);
+            target->cached.assign(source->cached.begin(), source->cached.begin() + reuse);
+        } else {
+            model_.truncate(target->seq, reuse);
+            target->cached.resize(static_cast<size_t>(reuse));
+        }
+        target->job = job.get();
+        job->slot = target;
         job->n_fed = reuse;
         job->cached = reuse;
         if (job->spec.prompt_logprobs) job->prompt_lp.resize(prompt.size());

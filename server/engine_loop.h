@@ -3,9 +3,10 @@
 // slots, asks engine::plan_step how many tokens each running job puts into the next batch,
 // runs one Model::decode for all of them, samples, and pushes text as it becomes final.
 //
-// Each slot keeps its sequence's KV blocks after the job ends, so a later prompt that starts
-// with the same tokens (a chat's next turn, a shared system prompt) reuses them; a cancelled job
-// (disconnected client) frees its blocks.
+// Each slot keeps its sequence's KV blocks after the job ends. A new prompt that starts with
+// tokens some slot has already computed, idle or still running (a chat's next turn, a shared
+// system prompt), reuses them: in place, or through Model::fork, which shares the blocks. A
+// cancelled job (disconnected client) frees its blocks.
 #pragma once
 
 #include <atomic>

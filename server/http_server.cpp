@@ -4,6 +4,7 @@
 
 #include "server/api_error.h"
 #include "server/openai_handlers.h"
+#include "server/tokenizer_handlers.h"
 
 namespace deskside::server {
 namespace {
@@ -129,49 +130,15 @@ void HttpServer::install_routes() {
         handle_chat_completions(req, res, ready_model());
     }, true));
 
-    // llama.cpp's shapes: {"content", "add_special", "parse_special"} -> {"tokens"}; {"tokens"} -> {"content"}.
+    // Tokenizer routes (llama.cpp's and vLLM's shapes, see tokenizer_handlers.h).
     http_->Post("/tokenize", route("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-        const auto m = ready_model();
-        const nlohmann::json body = parse_body(req);
-        if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-        bool add_special = false;
-        bool parse_special = false;
-        std::string content;
-        bool has_content = false;
-        for (const auto& [k, v] : body.items()) {
-            if (k == "content") {
-                if (!v.is_string()) throw invalid_param("content", "'content' must be a string");
-                content = v.get<std::string>();
-                has_content = true;
-            } else if (k == "add_special") {
-                if (!v.is_boolean()) throw invalid_param("add_special", "'add_special' must be a boolean");
-                add_special = v.get<bool>();
-            } else if (k == "parse_special") {
-                if (!v.is_boolean()) throw invalid_param("parse_special", "'parse_special' must be a boolean");
-                parse_special = v.get<bool>();
-            } else {
-                throw invalid_param(k, "unknown field '" + k + "'");
-            }
-        }
-        if (!has_content) throw ApiError(400, "'content' is required", "content", "missing_required_parameter");
-        res.set_content(dump({{"tokens", m->tokenizer->encode(content, add_special, parse_special)}}), "application/json");
+        handle_tokenize(req, res, *ready_model());
     }, true));
     http_->Post("/detokenize", route("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-        const auto m = ready_model();
-        const nlohmann::json body = parse_body(req);
-        if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
-            throw ApiError(400, "'tokens' (an array of token ids) is required", "tokens", "missing_required_parameter");
-        for (const auto& [k, v] : body.items())
-            if (k != "tokens") throw invalid_param(k, "unknown field '" + k + "'");
-        std::vector<int32_t> ids;
-        for (size_t i = 0; i < body["tokens"].size(); ++i) {
-            const auto& v = body["tokens"][i];
-            const std::string p = "tokens[" + std::to_string(i) + "]";
-            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m->tokenizer->n_vocab())
-                throw invalid_param(p, "'" + p + "' is not a token id of this model");
-            ids.push_back(v.get<int32_t>());
-        }
-        res.set_content(dump({{"content", m->tokenizer->decode(ids)}}), "application/json");
+        handle_detokenize(req, res, *ready_model());
+    }, true));
+    http_->Get("/tokenizer_info", route("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+        handle_tokenizer_info(res, *ready_model());
     }, true));
 }
 

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/connection_watch.h"
 #include "server/openai_request.h"
 
 namespace deskside::server {
@@ -93,6 +94,8 @@ std::vector<JobSpec> make_jobs(const GenerationRequest& g, const std::vector<std
                     throw invalid_param("logit_bias." + std::to_string(id), "token id " + std::to_string(id) + " is outside the vocabulary");
                 s.logit_bias.emplace_back(id, bias <= -100 ? -INFINITY : bias);
             }
+            if (g.ignore_eos)
+                for (const int32_t id : m.tokenizer->eog_ids()) s.logit_bias.emplace_back(id, -INFINITY);
             s.seed = g.seed ? *g.seed + static_cast<uint64_t>(jobs.size()) : (static_cast<uint64_t>(rd()) << 32 | rd());
             j.stop = g.stop;
             j.logprobs = g.logprobs;
@@ -116,12 +119,23 @@ std::shared_ptr<RequestStream> submit(const ServedModel& m, std::vector<JobSpec>
     return stream;
 }
 
-// Waits for every job; throws ApiError 500 when one failed.
-std::vector<JobEvent> collect(RequestStream& stream, std::vector<Choice>& choices) {
+// Waits for every job; throws ApiError 500 when one failed. A client that closed its connection
+// (seen through `watch`, checked every kWatchInterval) cancels the jobs: the engine drops them at
+// its next step and frees their KV blocks; 499 is what the metrics count (nobody reads it).
+std::vector<JobEvent> collect(RequestStream& stream, std::vector<Choice>& choices, const std::optional<ConnectionWatch>& watch) {
+    constexpr auto kWatchInterval = std::chrono::milliseconds(100);
     std::vector<JobEvent> finals(choices.size());
     size_t n_done = 0;
+    auto last_check = std::chrono::steady_clock::now();
     while (n_done < choices.size()) {
-        auto e = stream.pop(std::chrono::milliseconds(1000));
+        auto e = stream.pop(kWatchInterval);
+        if (watch && std::chrono::steady_clock::now() - last_check >= kWatchInterval) {
+            last_check = std::chrono::steady_clock::now();
+            if (watch->peer_closed()) {
+                stream.cancel();
+                throw ApiError(499, "the client closed the connection before the response was ready", "", "client_closed");
+            }
+        }
         if (!e) continue;
         Choice& c = choices[e->choice];
         c.text += e->text;
@@ -137,6 +151,10 @@ std::vector<JobEvent> collect(RequestStream& stream, std::vector<Choice>& choice
         }
     }
     return finals;
+}
+
+std::optional<ConnectionWatch> watch_of(const httplib::Request& req) {
+    return ConnectionWatch::find(req.local_port, req.remote_addr, req.remote_port);
 }
 
 Usage usage_of(const std::vector<JobEvent>& finals, int64_t n) {
@@ -299,7 +317,7 @@ void handle_completions(const httplib::Request& req, httplib::Response& res, std
 
     if (!r.gen.stream) {
         std::vector<Choice> choices(prompts.size() * static_cast<size_t>(n));
-        const std::vector<JobEvent> finals = collect(*stream, choices);
+        const std::vector<JobEvent> finals = collect(*stream, choices, watch_of(req));
         ordered_json arr = ordered_json::array();
         for (size_t i = 0; i < choices.size(); ++i) {
             const size_t p = i / static_cast<size_t>(n);
@@ -389,7 +407,7 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
     };
     if (!r.gen.stream) {
         std::vector<Choice> choices(static_cast<size_t>(n));
-        const std::vector<JobEvent> finals = collect(*stream, choices);
+        const std::vector<JobEvent> finals = collect(*stream, choices, watch_of(req));
         ordered_json arr = ordered_json::array();
         for (size_t i = 0; i < choices.size(); ++i) {
             arr.push_back({{"index", i},

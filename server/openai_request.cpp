@@ -114,6 +114,8 @@ bool parse_common(const std::string& key, const json& v, GenerationRequest& g, b
         }
     } else if (key == "user") {
         if (!v.is_string()) throw wrong_type(key, "a string", v);
+    } else if (key == "ignore_eos") {  // an extension vLLM and llama.cpp share; benchmarks use it
+        g.ignore_eos = boolean(v, key);
     } else {
         return false;
     }

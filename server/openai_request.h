@@ -33,6 +33,7 @@ struct GenerationRequest {
     int64_t top_logprobs = 0;  // alternatives per position
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    bool ignore_eos = false;     // vLLM's and llama.cpp's extension: end-of-generation tokens are banned
 };
 
 // A prompt given as text or as token ids.

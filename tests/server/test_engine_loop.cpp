@@ -3,6 +3,8 @@
 // budget smaller than a prompt (so prefill is chunked), must each give llama.cpp's tokens.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <fstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -88,6 +90,78 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
         EngineLoop small(model, *tokenizer, tiny, metrics);
         auto s = std::make_shared<RequestStream>();
         CHECK_THROWS_AS(small.submit(jobs, s), QueueFull);
+    }
+}
+
+TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequence", "[server]") {
+    // Job A generates llama.cpp's greedy continuation of case 0; job B's prompt is A's prompt plus
+    // the first kShared tokens A generates. Submitted while A runs, B must fork A's computed
+    // positions (the other slot is empty, so nothing else can supply them) and continue with
+    // llama.cpp's tokens, also after A is cancelled and drops its references to the shared blocks.
+    const std::string path = test::shared_path("models/stories260K.gguf");
+    std::ifstream jf(test::shared_path("reference/stories260K.json"));
+    const nlohmann::json ref = nlohmann::json::parse(jf);
+    const auto tokenizer = models::Tokenizer::load(path);
+    backends::cpu::CpuBackend backend(2);
+    engine::EngineOptions opt;
+    opt.cache.n_positions = 2 * 512;
+    engine::Model model(models::load_model(path), backend, opt);
+    Metrics metrics;
+    EngineLoopOptions lo;
+    lo.n_parallel = 2;
+    lo.n_ctx = 512;
+    EngineLoop loop(model, *tokenizer, lo, metrics);
+
+    const auto prompt = ref["cases"][0]["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto greedy = ref["cases"][0]["greedy_tokens"].get<std::vector<int32_t>>();
+    constexpr size_t kShared = 20;  // A's generated tokens in B's prompt; not a block multiple
+
+    JobSpec a;
+    a.prompt = prompt;
+    a.max_tokens = 500;  // runs far past the point where B arrives
+    a.sampling.temperature = 0;
+    for (const int32_t eog : tokenizer->eog_ids()) a.sampling.logit_bias.emplace_back(eog, -INFINITY);
+    auto sa = std::make_shared<RequestStream>();
+    loop.submit({a}, sa);
+    std::vector<int32_t> a_tokens;
+    // A has computed position p once it has sampled the token after it: wait for kShared + 1.
+    while (a_tokens.size() < kShared + 1) {
+        auto e = sa->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        REQUIRE(!e->done);
+        for (const auto& t : e->tokens) a_tokens.push_back(t.id);
+    }
+
+    JobSpec b;
+    b.prompt = prompt;
+    b.prompt.insert(b.prompt.end(), greedy.begin(), greedy.begin() + kShared);
+    b.max_tokens = static_cast<int64_t>(greedy.size() - kShared);
+    b.sampling.temperature = 0;
+    auto sb = std::make_shared<RequestStream>();
+    loop.submit({b}, sb);
+    std::vector<int32_t> b_tokens;
+    std::optional<JobEvent> b_final;
+    while (!b_final) {
+        auto e = sb->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        REQUIRE(e->finish_reason != "error");
+        for (const auto& t : e->tokens) b_tokens.push_back(t.id);
+        if (!b_tokens.empty()) sa->cancel();  // B now continues on blocks A shared with it
+        if (e->done) b_final = *e;
+    }
+    CHECK(b_final->cached_tokens == static_cast<int64_t>(b.prompt.size()) - 1);
+    CHECK(b_tokens == std::vector<int32_t>(greedy.begin() + kShared, greedy.end()));
+    // A's tokens up to the fork are llama.cpp's too (the rest arrived after B was queued).
+    CHECK(std::vector<int32_t>(a_tokens.begin(), a_tokens.begin() + kShared) ==
+          std::vector<int32_t>(greedy.begin(), greedy.begin() + kShared));
+    for (;;) {  // A ends cancelled: it was still running when B forked it
+
+        auto e = sa->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        if (e->done) {
+            CHECK(e->finish_reason == "error");
+            break;
+        }
     }
 }
 
