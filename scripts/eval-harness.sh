@@ -12,7 +12,7 @@
 # with its `api` extra, no torch).
 #
 # usage: scripts/eval-harness.sh [--deskside BIN] [--models "stories260K gemma3-270m"] [--limit N]
-#   stories260K: /work/shared/models/stories260K.gguf (DESKSIDE_SHARED), floor 0 (a 260K-parameter
+#   stories260K: ../shared/models/stories260K.gguf (DESKSIDE_SHARED), floor 0 (a 260K-parameter
 #                toy: it only has to run); gemma3-270m: scripts/fetch-gemma3-270m.sh, floor 0.6.
 set -euo pipefail
 
@@ -61,7 +61,7 @@ trap cleanup EXIT
 status=0
 for name in $models; do
   case "$name" in
-    stories260K) model="${DESKSIDE_SHARED:-/work/shared}/models/stories260K.gguf"; floor=0 ;;
+    stories260K) model="${DESKSIDE_SHARED:-$repo/../shared}/models/stories260K.gguf"; floor=0 ;;
     gemma3-270m) model="$("$repo/scripts/fetch-gemma3-270m.sh")"; floor=0.6 ;;
     *) echo "eval-harness.sh: unknown model '$name' (stories260K, gemma3-270m)" >&2; exit 2 ;;
   esac

@@ -17,6 +17,7 @@ Prints the output path. Quantize the F16 result with llama-quantize (scripts/ben
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 from gguf.quants import quantize
 
-DEFAULT_TOKENIZER = "/work/shared/models/llama-2-tiny-random.gguf"
+DEFAULT_TOKENIZER = str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "models" / "llama-2-tiny-random.gguf")
 
 
 def read_tokenizer(path: str) -> dict:

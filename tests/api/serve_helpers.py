@@ -14,14 +14,14 @@ import pytest
 import requests
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path("/work/shared")
+SHARED = REPO.parent / "shared"  # ../shared beside the checkout
 STORIES = SHARED / "models" / "stories260K.gguf"
 TEMPLATE = SHARED / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
-GEMMA_DIR = pathlib.Path("/root/.cache/deskside")
+GEMMA_DIR = pathlib.Path(os.environ.get("DESKSIDE_CACHE", pathlib.Path.home() / ".cache" / "deskside"))
 
 
 def deskside_binary() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("DESKSIDE_BUILD", "/work/main/build")) / "deskside"
+    return pathlib.Path(os.environ.get("DESKSIDE_BUILD", REPO / "build")) / "deskside"
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """/v1/chat/completions with a chat template given on the command line (stories260K has none)."""
 import pytest
 
-from serve_helpers import STORIES, find_gemma
+from serve_helpers import SHARED, STORIES, find_gemma
 
 MSGS = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me about a cat."}]
 
@@ -68,10 +68,10 @@ def test_no_template_is_a_clear_400(start_server):
 def gemma(start_server):
     path = find_gemma()
     if path is None:
-        pytest.skip("gemma-3-270m not found under /root/.cache/deskside (scripts fetch it)")
+        pytest.skip("gemma-3-270m not found under ~/.cache/deskside (scripts/fetch-gemma3-270m.sh fetches it)")
     # This GGUF carries no chat template; Gemma 3 uses Gemma 2's turn format.
     return start_server(path, "--parallel", 4, "--ctx-size", 1024, "--chat-template",
-                        "/work/shared/templates/google-gemma-2-2b-it.jinja")
+                        str(SHARED / "templates" / "google-gemma-2-2b-it.jinja"))
 
 
 def test_gemma3_real_template(gemma):
@@ -83,7 +83,7 @@ def test_gemma3_real_template(gemma):
     msgs = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = lambda m: (_ for _ in ()).throw(Exception(m))
-    text = env.from_string(open("/work/shared/templates/google-gemma-2-2b-it.jinja").read()).render(
+    text = env.from_string(open(str(SHARED / "templates" / "google-gemma-2-2b-it.jinja")).read()).render(
         messages=msgs, add_generation_prompt=True, bos_token="<bos>", eos_token="<eos>")
     ids = gemma.post("/tokenize", {"content": text, "parse_special": True}).json()["tokens"]
     assert ids[0] == 2 and ids.count(2) == 1  # one BOS, written by the template

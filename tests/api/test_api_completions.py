@@ -1,6 +1,8 @@
 """/v1/completions through the official openai client, checked against llama.cpp's greedy
-outputs for stories260K (/work/shared/reference/stories260K.json)."""
+outputs for stories260K (../shared/reference/stories260K.json)."""
 import math
+
+from serve_helpers import SHARED
 
 import pytest
 
@@ -91,7 +93,7 @@ def test_echo_logprobs_score_the_prompt(stories, reference):
     assert out.choices[0].text.endswith(stories.post("/detokenize", {"tokens": ids[1:]}).json()["content"].lstrip())
     assert len(lp.tokens) == len(ids) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset)
     assert lp.token_logprobs[0] is None
-    logits = np.fromfile("/work/shared/reference/" + reference["logits_file"], dtype=np.float32)
+    logits = np.fromfile(str(SHARED / "reference" / reference["logits_file"]), dtype=np.float32)
     rows = logits[ref["logits_offset_bytes"] // 4:].reshape(-1, reference["n_vocab"])
     for i in range(1, len(ids)):
         row = rows[i - 1].astype(np.float64)
