@@ -33,5 +33,6 @@ extern const Command kBenchCommand;
 extern const Command kPullCommand;
 extern const Command kListCommand;
 extern const Command kRmCommand;
+extern const Command kDevicesCommand;
 
 }  // namespace deskside::cli

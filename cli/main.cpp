@@ -21,6 +21,7 @@ std::span<const Command> commands() {
         &kPullCommand,
         &kListCommand,
         &kRmCommand,
+        &kDevicesCommand,
     };
     static const auto kTable = [] {
         std::vector<Command> out;

@@ -2,6 +2,8 @@
 // pre-filled with NaN and followed by a guard region that must survive the op.
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/devices.h"
 #include "quant/quant.h"
 
 namespace deskside::test {
@@ -22,19 +25,29 @@ class DeviceTensor {
    public:
     // A tensor of `type` holding `values` (converted with the type's reference quantizer).
     DeviceTensor(backends::Backend& be, quant::TypeId type, int64_t ne0, int64_t ne1, const std::vector<float>& values)
+        : DeviceTensor(be, type, ne0, ne1, values, 0, quant::row_bytes(type, ne0)) {}
+    // The same as a strided view: row r at byte offset + r * row_stride of the buffer; the bytes
+    // around and between rows are guard bytes too (tests offsets and strides a backend must honour).
+    DeviceTensor(backends::Backend& be, quant::TypeId type, int64_t ne0, int64_t ne1, const std::vector<float>& values,
+                 size_t offset, size_t row_stride)
         : be_(be) {
-        init(type, ne0, ne1);
+        init(type, ne0, ne1, offset, row_stride);
         std::vector<uint8_t> bytes(size_, kGuardByte);
-        const size_t row = quant::row_bytes(type, ne0);
-        for (int64_t r = 0; r < ne1; ++r) quant::quant_traits(type)->from_float(values.data() + r * ne0, bytes.data() + r * row, ne0);
+        for (int64_t r = 0; r < ne1; ++r)
+            quant::quant_traits(type)->from_float(values.data() + r * ne0, bytes.data() + offset + r * row_stride, ne0);
         be_.upload(*buffer_, 0, bytes.data(), bytes.size());
     }
-    // An F32 output tensor pre-filled with NaN.
-    DeviceTensor(backends::Backend& be, quant::TypeId type, int64_t ne0, int64_t ne1) : be_(be) {
-        init(type, ne0, ne1);
+    // An output tensor pre-filled with NaN.
+    DeviceTensor(backends::Backend& be, quant::TypeId type, int64_t ne0, int64_t ne1)
+        : DeviceTensor(be, type, ne0, ne1, 0, quant::row_bytes(type, ne0)) {}
+    // The same as a strided view (see above).
+    DeviceTensor(backends::Backend& be, quant::TypeId type, int64_t ne0, int64_t ne1, size_t offset, size_t row_stride)
+        : be_(be) {
+        init(type, ne0, ne1, offset, row_stride);
         std::vector<uint8_t> bytes(size_, kGuardByte);
-        std::vector<uint8_t> nan_bytes(data_bytes_, 0xFF);  // all-ones is a NaN in F32, F16, BF16
-        std::memcpy(bytes.data(), nan_bytes.data(), data_bytes_);
+        const size_t row = quant::row_bytes(type, ne0);
+        for (int64_t r = 0; r < ne1; ++r)  // all-ones is a NaN in F32, F16, BF16
+            std::memset(bytes.data() + offset + r * row_stride, 0xFF, row);
         be_.upload(*buffer_, 0, bytes.data(), bytes.size());
     }
 
@@ -43,24 +56,40 @@ class DeviceTensor {
     std::vector<float> values() const {
         std::vector<uint8_t> bytes = raw();
         std::vector<float> out(tensor_.ne0 * tensor_.ne1);
-        const size_t row = tensor_.row_bytes();
         for (int64_t r = 0; r < tensor_.ne1; ++r)
-            quant::quant_traits(tensor_.type)->to_float(bytes.data() + r * row, out.data() + r * tensor_.ne0, tensor_.ne0);
+            quant::quant_traits(tensor_.type)
+                ->to_float(bytes.data() + tensor_.offset + r * tensor_.row_stride, out.data() + r * tensor_.ne0, tensor_.ne0);
+        return out;
+    }
+    // The raw bytes of the rows, concatenated (for exact comparisons of quantized outputs).
+    std::vector<uint8_t> row_bytes() const {
+        std::vector<uint8_t> bytes = raw();
+        const size_t row = tensor_.row_bytes();
+        std::vector<uint8_t> out;
+        for (int64_t r = 0; r < tensor_.ne1; ++r) {
+            const uint8_t* p = bytes.data() + tensor_.offset + r * tensor_.row_stride;
+            out.insert(out.end(), p, p + row);
+        }
         return out;
     }
     bool guard_intact() const {
         std::vector<uint8_t> bytes = raw();
-        for (size_t i = data_bytes_; i < size_; ++i)
-            if (bytes[i] != kGuardByte) return false;
+        std::vector<bool> is_data(size_, false);
+        const size_t row = tensor_.row_bytes();
+        for (int64_t r = 0; r < tensor_.ne1; ++r)
+            for (size_t i = 0; i < row; ++i) is_data[tensor_.offset + r * tensor_.row_stride + i] = true;
+        for (size_t i = 0; i < size_; ++i)
+            if (!is_data[i] && bytes[i] != kGuardByte) return false;
         return true;
     }
 
    private:
-    void init(quant::TypeId type, int64_t ne0, int64_t ne1) {
-        data_bytes_ = quant::row_bytes(type, ne0) * ne1;
+    void init(quant::TypeId type, int64_t ne0, int64_t ne1, size_t offset, size_t row_stride) {
+        const size_t row = quant::row_bytes(type, ne0);
+        data_bytes_ = ne1 == 0 ? 0 : offset + (ne1 - 1) * row_stride + row;
         size_ = data_bytes_ + kGuardBytes;
         buffer_ = be_.alloc(size_);
-        tensor_ = backends::make_tensor(buffer_.get(), 0, type, ne0, ne1);
+        tensor_ = backends::Tensor{buffer_.get(), offset, type, ne0, ne1, row_stride};
     }
     std::vector<uint8_t> raw() const {
         std::vector<uint8_t> bytes(size_);
@@ -91,6 +120,35 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<double
         m = std::max(m, std::fabs(a[i] - b[i]));
     }
     return m;
+}
+
+// Largest |a - b| between two backends' outputs; infinity if either holds a NaN.
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i]) || std::isnan(b[i])) return INFINITY;
+        m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    return a.size() == b.size() ? m : INFINITY;
+}
+
+// Largest |a - b| / max(1, |b|): absolute below 1, relative above.
+inline double max_scaled_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i]) || std::isnan(b[i])) return INFINITY;
+        m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::fabs(static_cast<double>(b[i]))));
+    }
+    return a.size() == b.size() ? m : INFINITY;
+}
+
+// The first usable Vulkan device, or nullptr after a WARN saying why (tests then return: a
+// machine without Vulkan skips them, it does not fail them).
+inline std::unique_ptr<backends::Backend> vulkan_or_skip() {
+    for (const backends::DeviceInfo& d : backends::list_devices())
+        if (d.api == "vulkan" && d.usable) return backends::open_device(d.name);
+    WARN("SKIPPED: no Vulkan device (see `deskside devices`)");
+    return nullptr;
 }
 
 }  // namespace deskside::test

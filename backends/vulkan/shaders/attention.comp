@@ -1,0 +1,212 @@
+#version 450
+// Causal attention of one query row and one head per workgroup over the paged KV cache
+// (Backend::attention). K_<T> / V_<T> pick the cache types (attention.variants): F32, F16, Q8_0.
+//
+// The arithmetic follows the CPU backend (backends/cpu/ops_attention.cpp), which follows
+// llama.cpp's CPU flash attention: q is rounded to the K type's dot type first (F16 for an F16
+// cache, Q8_0 blocks for a Q8_0 cache); softmax is online in position order (ref: Milakov &
+// Gimelshein, arXiv:1805.02867); with an F16 V cache the running sum of V is rounded to F16
+// after every update. Positions are visited in chunks of WG: thread j computes the score of
+// position chunk + j, then every thread walks the chunk's scores in order, keeping the same
+// running max and sum, and updates the output dimensions it owns (d = t, t + WG, ...).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+const uint WG = 64;
+const uint kMaxHeadDim = 256;
+const uint kDimsPerThread = kMaxHeadDim / WG;
+layout(local_size_x = 64) in;
+
+layout(binding = 0, std430) readonly buffer Q { float q[]; };
+layout(binding = 1, std430) readonly buffer K { uint k[]; };
+layout(binding = 2, std430) readonly buffer V { uint v[]; };
+layout(binding = 3, std430) writeonly buffer Out { float o[]; };
+// Per query: {pos, offset of its block table in `args`, number of blocks}, then the tables.
+layout(binding = 4, std430) readonly buffer Args { int args[]; };
+
+layout(push_constant) uniform Params {
+    uint n_queries;
+    uint n_head;
+    uint n_head_kv;
+    uint head_dim;
+    uint head_dim_v;
+    uint block_size;
+    uint window;  // 0 = unlimited
+    float scale;
+    uint q_offset;  // elements
+    uint q_stride;
+    uint k_offset;  // bytes
+    uint k_stride;
+    uint v_offset;  // bytes
+    uint v_stride;
+    uint o_offset;  // elements
+    uint o_stride;
+    uint first_query;  // args index of this dispatch's query 0 (row-range splitting)
+} p;
+
+shared float q_f[kMaxHeadDim];   // q in the K dot type, as floats (F32/F16)
+shared int q_i8[kMaxHeadDim];    // Q8_0 K: q's quants
+shared float q_d[kMaxHeadDim / 32];  // Q8_0 K: q's block scales (float of the stored F16)
+shared float scores[WG];
+
+uint rd_u16(uint byte_offset, bool from_k) {
+    uint w = from_k ? k[byte_offset >> 2] : v[byte_offset >> 2];
+    return (byte_offset & 2u) != 0 ? (w >> 16) : (w & 0xffffu);
+}
+
+int rd_i8(uint byte_offset, bool from_k) {
+    uint w = from_k ? k[byte_offset >> 2] : v[byte_offset >> 2];
+    return int(((w >> ((byte_offset & 3u) * 8u)) & 0xffu) << 24) >> 24;
+}
+
+#if defined(K_Q8_0) || defined(V_Q8_0)
+const uint kQ8Block = 34;  // bytes: F16 scale + 32 int8
+#endif
+
+float round_half_away(float x) {
+    float t = trunc(x);
+    if (abs(x - t) >= 0.5) t += sign(x);
+    return t;
+}
+
+// q . k of the head starting at byte kb of the K binding.
+float dot_qk(uint kb) {
+    float s = 0.0;
+#if defined(K_F32)
+    for (uint i = 0; i < p.head_dim; ++i) s += q_f[i] * uintBitsToFloat(k[(kb >> 2) + i]);
+#elif defined(K_F16)
+    for (uint i = 0; i < p.head_dim; ++i) s += q_f[i] * unpackHalf2x16(rd_u16(kb + 2u * i, true)).x;
+#elif defined(K_Q8_0)
+    for (uint b = 0; b < p.head_dim / 32u; ++b) {
+        uint blk = kb + b * kQ8Block;
+        int sumi = 0;
+        for (uint j = 0; j < 32u; ++j) sumi += q_i8[b * 32u + j] * rd_i8(blk + 2u + j, true);
+        s += float(sumi) * (unpackHalf2x16(rd_u16(blk, true)).x * q_d[b]);
+    }
+#else
+#error "attention.comp: define K_F32, K_F16 or K_Q8_0"
+#endif
+    return s;
+}
+
+// Element d of the V head starting at byte vb.
+float load_v(uint vb, uint d) {
+#if defined(V_F32)
+    return uintBitsToFloat(v[(vb >> 2) + d]);
+#elif defined(V_F16)
+    return unpackHalf2x16(rd_u16(vb + 2u * d, false)).x;
+#elif defined(V_Q8_0)
+    uint blk = vb + (d / 32u) * kQ8Block;
+    return float(rd_i8(blk + 2u + d % 32u, false)) * unpackHalf2x16(rd_u16(blk, false)).x;
+#else
+#error "attention.comp: define V_F32, V_F16 or V_Q8_0"
+#endif
+}
+
+float acc_round(float x) {
+#if defined(V_F16)
+    return round_to_f16(x);
+#else
+    return x;
+#endif
+}
+
+void main() {
+    uint g = group_index();
+    if (g >= p.n_queries * p.n_head) return;
+    uint qi = g / p.n_head;
+    uint h = g - qi * p.n_head;
+    uint hk = h / (p.n_head / p.n_head_kv);
+    uint t = gl_LocalInvocationID.x;
+
+    uint a = 3u * (p.first_query + qi);
+    int pos = args[a];
+    uint table = uint(args[a + 1u]);
+
+    // q in the K dot type.
+    uint qb = p.q_offset + qi * p.q_stride + h * p.head_dim;
+    for (uint i = t; i < p.head_dim; i += WG) {
+#if defined(K_F16)
+        q_f[i] = round_to_f16(q[qb + i]);
+#else
+        q_f[i] = q[qb + i];
+#endif
+    }
+    barrier();
+#if defined(K_Q8_0)
+    if (t < p.head_dim / 32u) {  // quant/ref_legacy.cpp from_float_q8_0
+        float amax = 0.0;
+        for (uint j = 0; j < 32u; ++j) amax = max(amax, abs(q_f[t * 32u + j]));
+        float d = amax / 127.0;
+        float id = d != 0.0 ? 1.0 / d : 0.0;
+        q_d[t] = round_to_f16(d);
+        for (uint j = 0; j < 32u; ++j) q_i8[t * 32u + j] = int(round_half_away(q_f[t * 32u + j] * id));
+    }
+    barrier();
+#endif
+
+#if defined(K_F32)
+    uint k_head_bytes = p.head_dim * 4u;
+#elif defined(K_F16)
+    uint k_head_bytes = p.head_dim * 2u;
+#else
+    uint k_head_bytes = p.head_dim / 32u * kQ8Block;
+#endif
+#if defined(V_F32)
+    uint v_head_bytes = p.head_dim_v * 4u;
+#elif defined(V_F16)
+    uint v_head_bytes = p.head_dim_v * 2u;
+#else
+    uint v_head_bytes = p.head_dim_v / 32u * kQ8Block;
+#endif
+    // llama.cpp fuses the F16 multiply-add over whole 32-element groups only (see the CPU backend).
+#if defined(V_F16)
+    uint fused = p.head_dim_v / 32u * 32u;
+#else
+    uint fused = p.head_dim_v;
+#endif
+
+    int first = p.window > 0u ? max(0, pos - int(p.window) + 1) : 0;
+    float acc[kDimsPerThread];
+    for (uint j = 0; j < kDimsPerThread; ++j) acc[j] = 0.0;
+    float max_score = -1.0 / 0.0;
+    float sum = 0.0;
+    for (int chunk = first; chunk <= pos; chunk += int(WG)) {
+        int my_pos = chunk + int(t);
+        if (my_pos <= pos) {
+            uint row = uint(args[table + uint(my_pos) / p.block_size]) * p.block_size + uint(my_pos) % p.block_size;
+            scores[t] = dot_qk(p.k_offset + row * p.k_stride + hk * k_head_bytes) * p.scale;
+        }
+        barrier();
+        int n = min(int(WG), pos - chunk + 1);
+        for (int j = 0; j < n; ++j) {
+            float s = scores[j];
+            float ms = 1.0, vs = 1.0;
+            bool new_max = s > max_score;
+            if (new_max) {
+                ms = exp(max_score - s);
+                max_score = s;
+            } else {
+                vs = exp(s - max_score);
+            }
+            int cpos = chunk + j;
+            uint row = uint(args[table + uint(cpos) / p.block_size]) * p.block_size + uint(cpos) % p.block_size;
+            uint vb = p.v_offset + row * p.v_stride + hk * v_head_bytes;
+            for (uint jj = 0; jj < kDimsPerThread; ++jj) {
+                uint d = t + jj * WG;
+                if (d >= p.head_dim_v) break;
+                if (new_max) acc[jj] = acc_round(acc[jj] * ms);
+                float vv = load_v(vb, d);
+                acc[jj] = d < fused ? acc_round(fma(vv, vs, acc[jj])) : acc_round(acc[jj] + vv * vs);
+            }
+            sum = sum * ms + vs;
+        }
+        barrier();
+    }
+    float inv = 1.0 / sum;
+    uint ob = p.o_offset + qi * p.o_stride + h * p.head_dim_v;
+    for (uint jj = 0; jj < kDimsPerThread; ++jj) {
+        uint d = t + jj * WG;
+        if (d < p.head_dim_v) o[ob + d] = acc[jj] * inv;
+    }
+}

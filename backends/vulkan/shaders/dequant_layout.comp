@@ -1,0 +1,67 @@
+#version 450
+// Layout probe for tests/backends/test_vulkan_layouts.cpp: reads every field of the second of
+// two blocks of TYPE_<NAME> through dequant.glsl's offsets and accessors, and writes the block
+// size, the elements per block and each field's first and last element as words. The test
+// fills the blocks with random bytes and compares with quant/blocks.h's structs, so a field
+// offset or block size that drifts from quant/ fails there.
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x = 1, local_size_y = 1, local_size_z = 1) in;
+
+#include "dequant.glsl"
+
+layout(binding = 1, std430) writeonly buffer Probe { uint probe[]; };
+
+uint n_out = 0u;
+void put(uint v) { probe[n_out++] = v; }
+
+void main() {
+    const uint b = kBlockBytes;  // the second block
+    put(kBlockBytes);
+    put(kBlockElems);
+#if defined(TYPE_Q4_0) || defined(TYPE_IQ4_NL)
+    put(load_u16(b + kOffD));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 15u));
+#elif defined(TYPE_Q4_1)
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffM));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 15u));
+#elif defined(TYPE_Q5_0)
+    put(load_u16(b + kOffD));
+    put(load_u32(b + kOffQh));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 15u));
+#elif defined(TYPE_Q5_1)
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffM));
+    put(load_u32(b + kOffQh));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 15u));
+#elif defined(TYPE_Q8_0)
+    put(load_u16(b + kOffD));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 31u));
+#elif defined(TYPE_Q2_K)
+    put(load_u8(b + kOffScales)); put(load_u8(b + kOffScales + 15u));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 63u));
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffDmin));
+#elif defined(TYPE_Q3_K)
+    put(load_u8(b + kOffHmask)); put(load_u8(b + kOffHmask + 31u));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 63u));
+    put(load_u8(b + kOffScales)); put(load_u8(b + kOffScales + 11u));
+    put(load_u16(b + kOffD));
+#elif defined(TYPE_Q4_K)
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffDmin));
+    put(load_u8(b + kOffScales)); put(load_u8(b + kOffScales + 11u));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 127u));
+#elif defined(TYPE_Q5_K)
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffDmin));
+    put(load_u8(b + kOffScales)); put(load_u8(b + kOffScales + 11u));
+    put(load_u8(b + kOffQh)); put(load_u8(b + kOffQh + 31u));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 127u));
+#elif defined(TYPE_Q6_K)
+    put(load_u8(b + kOffQl)); put(load_u8(b + kOffQl + 127u));
+    put(load_u8(b + kOffQh)); put(load_u8(b + kOffQh + 63u));
+    put(load_u8(b + kOffScales)); put(load_u8(b + kOffScales + 15u));
+    put(load_u16(b + kOffD));
+#elif defined(TYPE_IQ4_XS)
+    put(load_u16(b + kOffD)); put(load_u16(b + kOffScalesH));
+    put(load_u8(b + kOffScalesL)); put(load_u8(b + kOffScalesL + 3u));
+    put(load_u8(b + kOffQs)); put(load_u8(b + kOffQs + 127u));
+#endif
+}

@@ -1,0 +1,102 @@
+#version 450
+// y = W x for one weight type (TYPE_<NAME>, see dequant.glsl): W [k, n_rows] (row r of W is
+// output r), x [k, n_cols] F32, y [n_rows, n_cols] F32.
+//
+// One kernel for both the decode matrix-vector product (COLS = 1) and the prompt matrix-matrix
+// product (COLS > 1), one variant per weight type (matmul_q4_0, ...). A workgroup computes a tile
+// of ROWS output rows x COLS activation columns; its threads are 32 lanes per row. The activation
+// tile of the current 1024-element step of k goes through shared memory (shared by every row of
+// the tile), and each weight unit is dequantized once and used for every column.
+//
+// Batch invariance (DESIGN.md key decision 5) by construction: an output y[r, c] is always
+// computed by the same arithmetic, whatever COLS, ROWS or the number of columns. Lane l adds the
+// products of units l, l + 32, l + 64, ... (32 elements each, in order) into its accumulator,
+// then the 32 lane sums are added by the same fixed pairwise tree. The accumulators are `precise`
+// (SPIR-V NoContraction): each product and sum is rounded on its own, so no driver may fuse them
+// into an fma in one shader and not in another. (fma() would not do: SPIR-V promises invariance
+// only for an Fma decorated NoContraction, which glslang does not emit.) Activations stay F32 (no
+// Q8 quantization of x), so each output is the exact dot of x with quant::to_float(W) up to the
+// float rounding of that fixed order.
+#extension GL_GOOGLE_include_directive : require
+
+// The tile shape (specialization constants; vk_matmul.cpp picks one per dispatch).
+layout(constant_id = 0) const uint ROWS = 4;  // output rows per workgroup
+layout(constant_id = 1) const uint COLS = 1;  // activation columns per workgroup
+layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
+
+#include "common.glsl"
+#include "dequant.glsl"
+
+layout(binding = 1, std430) readonly buffer Activations { float x[]; };
+layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
+
+// Offsets and strides are relative to the bound ranges: bytes for the weights (the binding
+// starts at an aligned offset at or before row 0), elements for x and y.
+layout(push_constant) uniform Params {
+    uint k;         // elements per weight row and per activation column
+    uint n_rows;    // weight rows (outputs) of this dispatch
+    uint n_cols;    // activation columns of this dispatch
+    uint w_offset;  // byte of weight row 0
+    uint w_stride;  // bytes between weight rows
+    uint x_offset;  // element of activation column 0
+    uint x_stride;  // elements between activation columns
+    uint y_offset;  // element of output (row 0, column 0)
+    uint y_stride;  // elements between output columns
+} p;
+
+const uint kLanes = 32;
+const uint kStep = kLanes * kUnit;  // elements of k consumed per pass over the lanes
+
+// Activations of the current step, one padded row per lane's unit (no bank conflicts).
+shared float xs[COLS][kLanes][kUnit + 1];
+shared float lane_sums[ROWS][COLS][kLanes];
+
+void main() {
+    // Tiles in column-major order: consecutive workgroups share the activation columns.
+    const uint row_tiles = (p.n_rows + ROWS - 1u) / ROWS;
+    const uint tile = group_index();
+    if (tile >= row_tiles * ((p.n_cols + COLS - 1u) / COLS)) return;  // the whole workgroup
+    const uint lane = gl_LocalInvocationID.x;
+    const uint tile_row = gl_LocalInvocationID.y;
+    const uint thread = tile_row * kLanes + lane;
+    const uint row = (tile % row_tiles) * ROWS + tile_row;
+    const uint col0 = (tile / row_tiles) * COLS;
+    const uint row_addr = p.w_offset + row * p.w_stride;
+
+    precise float acc[COLS];
+    for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
+
+    for (uint step = 0u; step < p.k; step += kStep) {
+        for (uint i = thread; i < COLS * kStep; i += ROWS * kLanes) {
+            const uint c = i / kStep;
+            const uint e = i % kStep;
+            const bool inside = col0 + c < p.n_cols && step + e < p.k;
+            xs[c][e / kUnit][e % kUnit] = inside ? x[p.x_offset + (col0 + c) * p.x_stride + step + e] : 0.0;
+        }
+        barrier();
+        const uint unit = step / kUnit + lane;
+        if (row < p.n_rows && unit * kUnit < p.k) {
+            const uint n_valid = min(kUnit, p.k - unit * kUnit);
+            float w[kUnit];
+            dequant_unit(row_addr, unit, n_valid, w);
+            for (uint j = 0u; j < kUnit; ++j) {
+                if (j < n_valid) {
+                    for (uint c = 0u; c < COLS; ++c) acc[c] = acc[c] + w[j] * xs[c][lane][j];
+                }
+            }
+        }
+        barrier();
+    }
+
+    for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] = acc[c];
+    barrier();
+    for (uint s = kLanes / 2u; s > 0u; s >>= 1) {
+        if (lane < s) {
+            for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] += lane_sums[tile_row][c][lane + s];
+        }
+        barrier();
+    }
+    if (lane < COLS && row < p.n_rows && col0 + lane < p.n_cols) {
+        y[p.y_offset + (col0 + lane) * p.y_stride + row] = lane_sums[tile_row][lane][0];
+    }
+}

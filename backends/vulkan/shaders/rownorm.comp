@@ -1,0 +1,92 @@
+#version 450
+// Per-row reductions on F32 rows, one workgroup per row: rms_norm (OP_RMS_NORM) and in-place
+// softmax (OP_SOFTMAX). Thread t reduces elements t, t + WG, t + 2 WG, ... and the partial sums
+// meet in a fixed shared-memory tree, so a row's result does not depend on the number of rows
+// (batch invariance). Variants: rownorm.variants.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;  // a power of two
+
+#if defined(OP_RMS_NORM)
+layout(binding = 0, std430) readonly buffer X { float x[]; };
+layout(binding = 1, std430) readonly buffer W { float w[]; };
+layout(binding = 2, std430) writeonly buffer Y { float y[]; };
+#elif defined(OP_SOFTMAX)
+layout(binding = 0, std430) buffer X { float x[]; };
+#else
+#error "rownorm.comp: define OP_RMS_NORM or OP_SOFTMAX"
+#endif
+
+// Offsets and strides in elements, relative to each bound range.
+layout(push_constant) uniform Params {
+    uint ne0;
+    uint n_rows;
+    uint x_offset;
+    uint x_stride;
+    uint w_offset;  // rms_norm: weight row; has_weight = 0 means no scaling
+    uint has_weight;
+    uint y_offset;
+    uint y_stride;
+    float eps;
+} p;
+
+shared float partial[WG];
+
+// Sum (or max) of every thread's `v` in a fixed order; the result is valid in every thread.
+float reduce_sum(float v) {
+    uint t = gl_LocalInvocationID.x;
+    partial[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        barrier();
+    }
+    float r = partial[0];
+    barrier();
+    return r;
+}
+
+float reduce_max(float v) {
+    uint t = gl_LocalInvocationID.x;
+    partial[t] = v;
+    barrier();
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (t < s) partial[t] = max(partial[t], partial[t + s]);
+        barrier();
+    }
+    float r = partial[0];
+    barrier();
+    return r;
+}
+
+void main() {
+    uint row = group_index();
+    if (row >= p.n_rows) return;  // uniform per workgroup: the barriers stay in uniform control flow
+    uint t = gl_LocalInvocationID.x;
+    uint base = p.x_offset + row * p.x_stride;
+#if defined(OP_RMS_NORM)
+    float acc = 0.0;
+    for (uint i = t; i < p.ne0; i += WG) acc += x[base + i] * x[base + i];
+    float sum = reduce_sum(acc);
+    float s = 1.0 / sqrt(sum / float(p.ne0) + p.eps);
+    uint out_base = p.y_offset + row * p.y_stride;
+    for (uint i = t; i < p.ne0; i += WG) {
+        float v = x[base + i] * s;
+        y[out_base + i] = p.has_weight != 0 ? v * w[p.w_offset + i] : v;
+    }
+#else
+    float m = -1.0 / 0.0;
+    for (uint i = t; i < p.ne0; i += WG) m = max(m, x[base + i]);
+    m = reduce_max(m);
+    float acc = 0.0;
+    for (uint i = t; i < p.ne0; i += WG) {
+        float e = exp(x[base + i] - m);
+        x[base + i] = e;
+        acc += e;
+    }
+    float inv = 1.0 / reduce_sum(acc);
+    for (uint i = t; i < p.ne0; i += WG) x[base + i] *= inv;
+#endif
+}

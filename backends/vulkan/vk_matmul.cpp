@@ -1,0 +1,130 @@
+// Backend::matmul on Vulkan: splits y = W x into dispatches of shaders/matmul.comp whose
+// bindings fit the device's maxStorageBufferRange, and picks the tile shape per dispatch.
+//
+// The tile shape only decides how much work one workgroup does; every shape computes an output
+// with the same arithmetic in the same order (see shaders/matmul.comp), so a column's result does
+// not depend on how many columns were multiplied with it, nor on how the work was split.
+#include "backends/vulkan/vk_matmul.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backends/vulkan/vk_backend.h"
+
+namespace deskside::backends::vulkan {
+namespace {
+
+// Push constants of shaders/matmul.comp, in its order.
+struct MatmulParams {
+    uint32_t k, n_rows, n_cols;
+    uint32_t w_offset, w_stride;  // bytes
+    uint32_t x_offset, x_stride;  // F32 elements
+    uint32_t y_offset, y_stride;  // F32 elements
+};
+
+// Specialization constants 0 (output rows per workgroup, 32 threads each) and 1 (activation
+// columns per workgroup) of shaders/matmul.comp.
+struct TileShape {
+    uint32_t rows, cols;
+};
+// Decode: one column, 4 rows x 32 lanes = 128 threads.
+constexpr TileShape kMatvecTile{4, 1};
+// Prompt: 8 rows x 4 columns, 256 threads; shared memory 4 x 32 x 33 floats of activations plus
+// 8 x 4 x 32 lane sums = 21 KiB, under the 32 KiB every Vulkan 1.2 device offers.
+constexpr TileShape kMatmulTile{8, 4};
+
+std::string describe(const Tensor& t) {
+    return "[" + std::to_string(t.ne0) + ", " + std::to_string(t.ne1) + "] " + std::string(quant::type_info(t.type).name);
+}
+
+uint32_t to_u32(uint64_t v, const char* what) {
+    if (v > std::numeric_limits<uint32_t>::max())
+        throw std::invalid_argument(std::string("vulkan matmul: ") + what + " of " + std::to_string(v) + " exceeds 32 bits");
+    return static_cast<uint32_t>(v);
+}
+
+uint32_t ceil_div(int64_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+const char* vulkan_type_suffix(quant::TypeId type) {
+    using quant::TypeId;
+    switch (type) {
+        case TypeId::F32: return "f32";
+        case TypeId::F16: return "f16";
+        case TypeId::BF16: return "bf16";
+        case TypeId::Q8_0: return "q8_0";
+        case TypeId::Q4_0: return "q4_0";
+        case TypeId::Q4_1: return "q4_1";
+        case TypeId::Q5_0: return "q5_0";
+        case TypeId::Q5_1: return "q5_1";
+        case TypeId::Q2_K: return "q2_k";
+        case TypeId::Q3_K: return "q3_k";
+        case TypeId::Q4_K: return "q4_k";
+        case TypeId::Q5_K: return "q5_k";
+        case TypeId::Q6_K: return "q6_k";
+        case TypeId::IQ4_NL: return "iq4_nl";
+        case TypeId::IQ4_XS: return "iq4_xs";
+        default: return nullptr;
+    }
+}
+
+void require_weight_alignment(const Tensor& w, const char* op) {
+    // dequant.glsl reads 16-bit fields at even addresses (F32 as whole words).
+    const size_t align = w.type == quant::TypeId::F32 ? 4 : 2;
+    if (w.offset % align || w.row_stride % align)
+        throw std::invalid_argument(std::string("vulkan ") + op + ": weights must be " + std::to_string(align) +
+                                    "-byte aligned (offset " + std::to_string(w.offset) + ", row stride " +
+                                    std::to_string(w.row_stride) + ")");
+}
+
+void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Tensor& y) {
+    const char* suffix = vulkan_type_suffix(w.type);
+    if (!suffix) throw std::invalid_argument("vulkan matmul: unsupported weight type in W " + describe(w));
+    if (x.type != quant::TypeId::F32 || y.type != quant::TypeId::F32 || x.ne0 != w.ne0 || y.ne0 != w.ne1 ||
+        y.ne1 != x.ne1)
+        throw std::invalid_argument("vulkan matmul: expected W [k, n], x [k, m] f32, y [n, m] f32; got W " + describe(w) +
+                                    ", x " + describe(x) + ", y " + describe(y));
+    require_weight_alignment(w, "matmul");
+    if (x.offset % 4 || x.row_stride % 4 || y.offset % 4 || y.row_stride % 4)
+        throw std::invalid_argument("vulkan matmul: x and y must be 4-byte aligned (offsets " + std::to_string(x.offset) +
+                                    ", " + std::to_string(y.offset) + ")");
+    const int64_t k = w.ne0, n_out = w.ne1, m = x.ne1;
+    if (k == 0 || n_out == 0 || m == 0) return;
+
+    // Row ranges of W and column ranges of x and y that one binding each can hold. y is bound
+    // per row range as the sub-view of those rows, never larger than its whole columns.
+    const int64_t rows_step = be.rows_per_binding(w);
+    const int64_t cols_step = std::min(be.rows_per_binding(x), be.rows_per_binding(y));
+    const std::string variant = std::string("matmul_") + suffix;
+    for (int64_t c0 = 0; c0 < m; c0 += cols_step) {
+        const int64_t nc = std::min(cols_step, m - c0);
+        const TileShape shape = nc == 1 ? kMatvecTile : kMatmulTile;
+        const Pipeline& pipe = be.pipeline(variant, 3, sizeof(MatmulParams), {shape.rows, shape.cols});
+        const Binding xb = be.bind_rows(x, c0, nc, Access::Read);
+        for (int64_t r0 = 0; r0 < n_out; r0 += rows_step) {
+            const int64_t nr = std::min(rows_step, n_out - r0);
+            const Binding wb = be.bind_rows(w, r0, nr, Access::Read);
+            Tensor y_rows = y;  // outputs r0 .. r0 + nr of every column
+            y_rows.offset += static_cast<size_t>(r0) * 4;
+            y_rows.ne0 = nr;
+            const Binding yb = be.bind_rows(y_rows, c0, nc, Access::Write);
+            const MatmulParams params{to_u32(k, "k"),
+                                      static_cast<uint32_t>(nr),
+                                      static_cast<uint32_t>(nc),
+                                      wb.skip_bytes,
+                                      to_u32(w.row_stride, "W's row stride"),
+                                      xb.skip_bytes / 4,
+                                      to_u32(x.row_stride / 4, "x's row stride"),
+                                      yb.skip_bytes / 4,
+                                      to_u32(y.row_stride / 4, "y's row stride")};
+            const uint64_t tiles = uint64_t{ceil_div(nr, shape.rows)} * ceil_div(nc, shape.cols);
+            be.dispatch(pipe, {wb, xb, yb}, &params, be.groups(tiles));
+        }
+    }
+}
+
+}  // namespace deskside::backends::vulkan

@@ -1,0 +1,36 @@
+// The Vulkan weight ops: matmul (y = W x) and get_rows for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS weights, recorded into a VulkanBackend's command buffer.
+//
+// Both dequantize the weights in the shader (shaders/dequant.glsl) to exactly quant::to_float's
+// values; activations stay F32 (no Q8 quantization of x as the CPU backend does for llama.cpp
+// parity), so a Vulkan output is the dot of x with the dequantized row, rounded in a fixed order
+// that does not depend on the number of columns (DESIGN.md key decision 5; see
+// shaders/matmul.comp). Tensors larger than one storage-buffer binding (maxStorageBufferRange)
+// are processed in row ranges that fit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backends/backend.h"
+
+namespace deskside::backends::vulkan {
+
+class VulkanBackend;
+
+// y = W x (Backend::matmul): w [k, n_out] of a type above, x [k, m] F32, y [n_out, m] F32.
+// Throws std::invalid_argument naming the problem for an unsupported type or mismatched shapes.
+void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Tensor& y);
+
+// dst[:, i] = table row ids[i] as F32 (Backend::get_rows): bit-identical to quant::to_float.
+// Throws std::out_of_range for an id outside the table.
+void record_get_rows(VulkanBackend& be, const Tensor& table, std::span<const int32_t> ids, const Tensor& dst);
+
+// Throws std::invalid_argument unless w's offset and row stride suit the weight shaders
+// (even, or a multiple of 4 for F32); GGUF tensors always do.
+void require_weight_alignment(const Tensor& w, const char* op);
+
+// The shader variant suffix of a weight type ("q4_k"), or nullptr when unsupported.
+const char* vulkan_type_suffix(quant::TypeId type);
+
+}  // namespace deskside::backends::vulkan

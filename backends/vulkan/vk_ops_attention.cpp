@@ -1,0 +1,91 @@
+// Vulkan attention over the paged KV cache (shaders/attention.comp). Positions and block tables
+// are uploaded per call as one argument buffer: {pos, table offset, n_blocks} per query, then the
+// tables.
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/vk_backend.h"
+#include "backends/vulkan/vk_ops_common.h"
+#include "backends/vulkan/vk_shaders.h"
+
+namespace deskside::backends::vulkan {
+namespace {
+
+constexpr int64_t kMaxHeadDim = 256;  // attention.comp: 64 threads x 4 dimensions each
+
+struct AttentionPush {
+    uint32_t n_queries, n_head, n_head_kv, head_dim, head_dim_v, block_size, window;
+    float scale;
+    uint32_t q_offset, q_stride, k_offset, k_stride, v_offset, v_stride, o_offset, o_stride;
+    uint32_t first_query;  // index of this dispatch's first query in the argument buffer
+};
+
+std::string attention_variant(const KvCacheView& kv) {
+    const std::string name = "attention_" + std::string(quant::type_info(kv.k.type).name) + "_" +
+                             std::string(quant::type_info(kv.v.type).name);
+    for (const ShaderCode& s : all_shaders())
+        if (name == s.name) return name;
+    throw std::invalid_argument("vulkan attention: no kernel for a " + std::string(quant::type_info(kv.k.type).name) +
+                                " K cache with a " + std::string(quant::type_info(kv.v.type).name) +
+                                " V cache (supported: f16/f16, q8_0/q8_0, f32/f32, q8_0/f16, f16/q8_0)");
+}
+
+}  // namespace
+
+void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
+                              const AttentionParams& p, const Tensor& out) {
+    const char* op = "attention";
+    require_f32(q, op, "q");
+    require_f32(out, op, "out");
+    require(q.ne0 == p.n_head * p.head_dim && out.ne0 == p.n_head * p.head_dim_v && out.ne1 == q.ne1, op,
+            "q " + shape_of(q) + " / out " + shape_of(out) + " do not match n_head " + std::to_string(p.n_head) +
+                " x head_dim " + std::to_string(p.head_dim) + " / head_dim_v " + std::to_string(p.head_dim_v));
+    require(static_cast<int64_t>(queries.size()) == q.ne1, op,
+            std::to_string(queries.size()) + " queries for " + std::to_string(q.ne1) + " rows of q");
+    require(p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0, op, "n_head must be a multiple of n_head_kv");
+    require(p.head_dim <= kMaxHeadDim && p.head_dim_v <= kMaxHeadDim, op,
+            "head dimensions above " + std::to_string(kMaxHeadDim) + " are not supported");
+    require(kv.block_size > 0, op, "block_size must be positive");
+    require(kv.k.ne0 == p.n_head_kv * p.head_dim && kv.v.ne0 == p.n_head_kv * p.head_dim_v, op,
+            "cache rows k " + shape_of(kv.k) + " / v " + shape_of(kv.v) + " do not match n_head_kv x head_dim");
+    const std::string variant = attention_variant(kv);
+    if (q.ne1 == 0) return;
+
+    // Arguments: the per-query header, then the block tables.
+    std::vector<int32_t> args(3 * queries.size());
+    for (size_t i = 0; i < queries.size(); ++i) {
+        const AttentionQuery& aq = queries[i];
+        require(aq.pos >= 0 && static_cast<int64_t>(aq.blocks.size()) * kv.block_size > aq.pos, op,
+                "query " + std::to_string(i) + ": position " + std::to_string(aq.pos) + " beyond its block table of " +
+                    std::to_string(aq.blocks.size()) + " blocks");
+        args[3 * i] = aq.pos;
+        args[3 * i + 1] = static_cast<int32_t>(args.size());  // the table starts where it is appended
+        args[3 * i + 2] = static_cast<int32_t>(aq.blocks.size());
+        for (int32_t b : aq.blocks) {
+            require(b >= 0 && (static_cast<int64_t>(b) + 1) * kv.block_size <= kv.k.ne1 &&
+                        (static_cast<int64_t>(b) + 1) * kv.block_size <= kv.v.ne1,
+                    op, "block " + std::to_string(b) + " outside the cache of " + std::to_string(kv.k.ne1) + " rows");
+            args.push_back(b);
+        }
+    }
+
+    const Pipeline& pl = pipeline(variant, 5, sizeof(AttentionPush));
+    const Binding ba = upload_args(args.data(), args.size() * sizeof(int32_t));
+    // The cache of one layer is bound whole (positions are scattered over it).
+    const Binding bk = bind(kv.k, Access::Read);
+    const Binding bv = bind(kv.v, Access::Read);
+    for_row_chunks(*this, q.ne1, {&q, &out}, [&](int64_t first, int64_t n) {
+        const Binding bq = bind_rows(q, first, n, Access::Read);
+        const Binding bo = bind_rows(out, first, n, Access::Write);
+        AttentionPush push{static_cast<uint32_t>(n), static_cast<uint32_t>(p.n_head), static_cast<uint32_t>(p.n_head_kv),
+                           static_cast<uint32_t>(p.head_dim), static_cast<uint32_t>(p.head_dim_v),
+                           static_cast<uint32_t>(kv.block_size), static_cast<uint32_t>(p.window), p.scale,
+                           words(bq.skip_bytes), static_cast<uint32_t>(q.row_stride / 4), bk.skip_bytes,
+                           static_cast<uint32_t>(kv.k.row_stride), bv.skip_bytes, static_cast<uint32_t>(kv.v.row_stride),
+                           words(bo.skip_bytes), static_cast<uint32_t>(out.row_stride / 4),
+                           static_cast<uint32_t>(first)};
+        dispatch(pl, {bq, bk, bv, bo, ba}, &push, groups(static_cast<uint64_t>(n) * p.n_head));
+    });
+}
+
+}  // namespace deskside::backends::vulkan

@@ -1,0 +1,424 @@
+// The Vulkan matmul and get_rows for every weight type (backends/vulkan/vk_matmul.h) against
+// references we did not compute on the GPU: quant::to_float (the scalar dequantizer, bit-exact
+// with llama.cpp), an exact double-precision dot of the dequantized weights, and the CPU backend,
+// on random blocks and on blocks written by llama.cpp's llama-quantize.
+//
+// Stated tolerances:
+// - get_rows: bit-identical to quant::to_float (the shader repeats its float operations).
+// - matmul vs the exact dot: |y - exact| <= (ceil(k/32) + 7) * 2^-24 * sum|w_i x_i|, the worst-case
+//   rounding of the shader's summation (each of 32 lanes adds about k/32 products in order, then a
+//   5-level tree; Higham's gamma_n bound for recursive summation).
+// - matmul vs the CPU backend: the CPU rounds activations to the weight type's vec_dot_type
+//   (Q8_0/Q8_1: one step amax(32)/127 per element at most; Q8_K: amax(256)/127; F16/BF16: the
+//   rounding to that type; F32: none) while Vulkan keeps them F32, so outputs may differ by
+//   sum|w_i| * e_i. We allow twice that (the CPU's fp16-rounded Q8_1 block sums and its own
+//   summation order ride in the second half) plus both sides' float summation bounds.
+// - batch invariance: a column's outputs are bit-identical whatever the number of columns.
+// Outputs start as NaN (an output the op skips fails) and are followed by guard bytes. Without a
+// Vulkan device each test WARNs and returns.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "models/gguf.h"
+#include "op_harness.h"
+#include "quant/blocks.h"
+#include "quant/float16.h"
+#include "support/paths.h"
+
+namespace deskside::backends {
+namespace {
+
+using quant::TypeId;
+using test::DeviceTensor;
+using test::random_values;
+
+// Every weight type the Vulkan backend computes with (issue #5).
+constexpr TypeId kTypes[] = {TypeId::F32,  TypeId::F16,  TypeId::BF16, TypeId::Q8_0, TypeId::Q4_0,
+                             TypeId::Q4_1, TypeId::Q5_0, TypeId::Q5_1, TypeId::Q2_K, TypeId::Q3_K,
+                             TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K, TypeId::IQ4_NL, TypeId::IQ4_XS};
+
+constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // 2^-24: float's unit roundoff
+
+std::string type_name(TypeId t) { return std::string(quant::type_info(t).name); }
+
+// Row lengths that exercise the tails a type allows: not a multiple of 32 (float types), not a
+// multiple of 256 (32-element blocks), and 2304 = 2 full 1024-element shader steps + a partial one.
+std::vector<int64_t> row_lengths(TypeId t) {
+    switch (quant::type_info(t).block_size) {
+        case 1: return {100, 2304};
+        case 32: return {96, 2304};
+        default: return {512, 2304};
+    }
+}
+
+// An offset for a weight tensor that is allowed (even; a whole word for F32) but not a multiple
+// of the storage-buffer offset alignment, so the shaders' in-binding offsets are exercised.
+size_t unaligned_offset(TypeId t) { return quant::type_info(t).block_bytes == 4 ? 20 : 18; }
+
+// n rows of k elements of `type` (the bytes) and what quant::to_float makes of them.
+struct Weights {
+    TypeId type;
+    int64_t k, n;
+    std::vector<uint8_t> bytes;
+    std::vector<float> values;
+    size_t row_bytes() const { return quant::row_bytes(type, k); }
+};
+
+Weights make_weights(TypeId type, int64_t k, int64_t n, uint32_t seed) {
+    Weights w{type, k, n, std::vector<uint8_t>(quant::row_bytes(type, k) * n), std::vector<float>(k * n)};
+    const quant::QuantTraits* traits = quant::quant_traits(type);
+    const size_t row = w.row_bytes();
+    if (traits->from_float) {
+        std::vector<float> v = random_values(k * n, seed);
+        for (int64_t r = 0; r < n; ++r) {
+            const float scale = 0.05f + 0.1f * static_cast<float>(r % 7);  // rows of different magnitudes
+            for (int64_t i = 0; i < k; ++i) v[r * k + i] *= scale;
+            traits->from_float(v.data() + r * k, w.bytes.data() + r * row, k);
+        }
+    } else {
+        // IQ4_NL / IQ4_XS have no quantizer: random indices and group scales under a small fp16
+        // super-block scale (the first field of both blocks).
+        static_assert(offsetof(quant::BlockIq4Nl, d) == 0 && offsetof(quant::BlockIq4Xs, d) == 0);
+        std::mt19937 rng(seed);
+        for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(rng());
+        const size_t block = quant::type_info(type).block_bytes;
+        std::uniform_real_distribution<float> scale(-0.004f, 0.004f);
+        for (size_t at = 0; at < w.bytes.size(); at += block) {
+            const uint16_t d = quant::fp32_to_fp16(scale(rng));
+            std::memcpy(w.bytes.data() + at, &d, 2);
+        }
+    }
+    for (int64_t r = 0; r < n; ++r) traits->to_float(w.bytes.data() + r * row, w.values.data() + r * k, k);
+    return w;
+}
+
+// A tensor with the test's own bytes at `offset` of a buffer, guard bytes after it.
+class RawTensor {
+   public:
+    RawTensor(Backend& be, const Weights& w, size_t offset = 0) : be_(be), offset_(offset) {
+        std::vector<uint8_t> bytes(offset + w.bytes.size() + test::kGuardBytes, test::kGuardByte);
+        std::memcpy(bytes.data() + offset, w.bytes.data(), w.bytes.size());
+        buffer_ = be.alloc(bytes.size());
+        be.upload(*buffer_, 0, bytes.data(), bytes.size());
+        tensor_ = make_tensor(buffer_.get(), offset, w.type, w.k, w.n);
+        end_ = offset + w.bytes.size();
+    }
+    const Tensor& t() const { return tensor_; }
+    bool guard_intact() const {
+        std::vector<uint8_t> bytes(buffer_->size());
+        be_.download(*buffer_, 0, bytes.data(), bytes.size());
+        return std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(end_), bytes.end(),
+                           [](uint8_t b) { return b == test::kGuardByte; });
+    }
+
+   private:
+    Backend& be_;
+    size_t offset_, end_ = 0;
+    std::unique_ptr<Buffer> buffer_;
+    Tensor tensor_;
+};
+
+// The worst ratio |y - exact| / bound over all outputs, with bound = (ceil(k/32) + 7) * u *
+// sum|w x| (see the top of the file); infinity when an output is NaN.
+double worst_ratio_to_exact(const Weights& w, const std::vector<float>& x, int64_t m, const std::vector<float>& y) {
+    const int64_t k = w.k;
+    double worst = 0;
+    for (int64_t c = 0; c < m; ++c) {
+        for (int64_t r = 0; r < w.n; ++r) {
+            double exact = 0, magnitude = 0;
+            for (int64_t i = 0; i < k; ++i) {
+                const double p = static_cast<double>(w.values[r * k + i]) * x[c * k + i];
+                exact += p;
+                magnitude += std::fabs(p);
+            }
+            const float got = y[c * w.n + r];
+            if (std::isnan(got)) return INFINITY;
+            const double bound = static_cast<double>((k + 31) / 32 + 7) * kUnitRoundoff * magnitude;
+            const double err = std::fabs(got - exact);
+            if (err > 0) worst = std::max(worst, bound > 0 ? err / bound : INFINITY);
+        }
+    }
+    return worst;
+}
+
+// How far the CPU backend's rounding of activation x_i to `act` can move it (see the top).
+std::vector<double> activation_rounding(TypeId act, const std::vector<float>& x) {
+    std::vector<double> e(x.size(), 0.0);
+    if (act == TypeId::F16 || act == TypeId::BF16) {
+        for (size_t i = 0; i < x.size(); ++i) {
+            const float rounded = act == TypeId::F16 ? quant::fp16_to_fp32(quant::fp32_to_fp16(x[i]))
+                                                     : quant::bf16_to_fp32(quant::fp32_to_bf16(x[i]));
+            e[i] = std::fabs(static_cast<double>(x[i]) - rounded);
+        }
+    } else if (act != TypeId::F32) {
+        const int64_t block = quant::type_info(act).block_size;  // 32 (Q8_0, Q8_1) or 256 (Q8_K)
+        for (size_t first = 0; first < x.size(); first += block) {
+            float amax = 0;
+            for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[first + i]));
+            for (int64_t i = 0; i < block; ++i) e[first + i] = amax / 127.0;
+        }
+    }
+    return e;
+}
+
+// Sets an environment variable for the lifetime of the object.
+class ScopedEnv {
+   public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (old_) setenv(name_, old_->c_str(), 1);
+        else unsetenv(name_);
+    }
+
+   private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+Weights f32_weights(const std::vector<float>& v, int64_t k, int64_t n) {
+    Weights w{TypeId::F32, k, n, std::vector<uint8_t>(v.size() * 4), v};
+    std::memcpy(w.bytes.data(), v.data(), w.bytes.size());
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("vulkan matmul equals the exact dot of the dequantized weights for every type", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    const int64_t n_out = 13;  // not a multiple of any tile height
+    for (TypeId type : kTypes) {
+        for (int64_t k : row_lengths(type)) {
+            const Weights w = make_weights(type, k, n_out, 7);
+            const RawTensor wt(*vk, w, unaligned_offset(type));
+            for (int64_t m : {1, 7, 64}) {
+                INFO(type_name(type) << " k=" << k << " m=" << m);
+                const std::vector<float> xv = random_values(k * m, 11 + static_cast<uint32_t>(m));
+                // m = 7 uses strided views at odd offsets for x and y.
+                const bool strided = m == 7;
+                const size_t x_stride = static_cast<size_t>(k + (strided ? 5 : 0)) * 4;
+                const size_t y_stride = static_cast<size_t>(n_out + (strided ? 3 : 0)) * 4;
+                DeviceTensor x(*vk, TypeId::F32, k, m, xv, strided ? 12 : 0, x_stride);
+                DeviceTensor y(*vk, TypeId::F32, n_out, m, strided ? 36 : 0, y_stride);
+                vk->matmul(wt.t(), x.t(), y.t());
+                CHECK(worst_ratio_to_exact(w, xv, m, y.values()) <= 1.0);
+                CHECK(y.guard_intact());
+            }
+            CHECK(wt.guard_intact());
+        }
+    }
+}
+
+TEST_CASE("vulkan matmul matches the CPU backend within its activation rounding", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    cpu::CpuBackend cpu(1);
+    const int64_t n_out = 21, m = 5;
+    for (TypeId type : kTypes) {
+        const int64_t k = row_lengths(type)[1];
+        INFO(type_name(type) << " k=" << k);
+        const Weights w = make_weights(type, k, n_out, 3);
+        const std::vector<float> xv = random_values(k * m, 5);
+        std::vector<float> outs[2];
+        Backend* backends[2] = {&cpu, vk.get()};
+        for (int b = 0; b < 2; ++b) {
+            const RawTensor wt(*backends[b], w);
+            DeviceTensor x(*backends[b], TypeId::F32, k, m, xv);
+            DeviceTensor y(*backends[b], TypeId::F32, n_out, m);
+            backends[b]->matmul(wt.t(), x.t(), y.t());
+            outs[b] = y.values();
+        }
+        const std::vector<double> e = activation_rounding(quant::quant_traits(type)->vec_dot_type, xv);
+        double worst = 0;
+        for (int64_t c = 0; c < m; ++c) {
+            for (int64_t r = 0; r < n_out; ++r) {
+                double budget = 0, magnitude = 0;
+                for (int64_t i = 0; i < k; ++i) {
+                    budget += std::fabs(w.values[r * k + i]) * e[c * k + i];
+                    magnitude += std::fabs(static_cast<double>(w.values[r * k + i]) * xv[c * k + i]);
+                }
+                const double allowed = 2 * budget + 2 * static_cast<double>(k + 8) * kUnitRoundoff * magnitude;
+                const double diff = std::fabs(static_cast<double>(outs[0][c * n_out + r]) - outs[1][c * n_out + r]);
+                worst = std::isnan(diff) ? INFINITY : std::max(worst, allowed > 0 ? diff / allowed : diff * INFINITY);
+            }
+        }
+        INFO("worst |vulkan - cpu| / allowed = " << worst);
+        CHECK(worst <= 1.0);
+    }
+}
+
+TEST_CASE("vulkan matmul columns are bit-identical whatever the number of columns", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    const int64_t n_out = 19, m = 33;
+    for (TypeId type : kTypes) {
+        const int64_t k = row_lengths(type)[1];
+        INFO(type_name(type));
+        const Weights w = make_weights(type, k, n_out, 9);
+        const RawTensor wt(*vk, w);
+        DeviceTensor x(*vk, TypeId::F32, k, m, random_values(k * m, 13));
+        DeviceTensor all(*vk, TypeId::F32, n_out, m);
+        vk->matmul(wt.t(), x.t(), all.t());
+        const std::vector<float> full = all.values();
+        // One column at a time (the decode shape), and the first 7 columns (a partial tile).
+        for (int64_t c : {0, 6, 17, 32}) {
+            DeviceTensor one(*vk, TypeId::F32, n_out, 1);
+            vk->matmul(wt.t(), x.t().rows(c, 1), one.t());
+            const std::vector<float> got = one.values();
+            CHECK(std::memcmp(got.data(), full.data() + c * n_out, n_out * sizeof(float)) == 0);
+        }
+        DeviceTensor seven(*vk, TypeId::F32, n_out, 7);
+        vk->matmul(wt.t(), x.t().rows(0, 7), seven.t());
+        const std::vector<float> got = seven.values();
+        CHECK(std::memcmp(got.data(), full.data(), got.size() * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("vulkan get_rows is bit-identical to quant::to_float for every type", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    const std::vector<int32_t> ids{3, 0, 9, 3, 7};
+    for (TypeId type : kTypes) {
+        const int64_t k = row_lengths(type)[0];
+        INFO(type_name(type) << " k=" << k);
+        const Weights table = make_weights(type, k, 10, 21);
+        const RawTensor tt(*vk, table, unaligned_offset(type));
+        DeviceTensor dst(*vk, TypeId::F32, k, static_cast<int64_t>(ids.size()), 8, static_cast<size_t>(k + 1) * 4);
+        vk->get_rows(tt.t(), ids, dst.t());
+        const std::vector<float> got = dst.values();
+        for (size_t i = 0; i < ids.size(); ++i)
+            CHECK(std::memcmp(got.data() + i * k, table.values.data() + ids[i] * k, k * sizeof(float)) == 0);
+        CHECK(dst.guard_intact());
+        const std::vector<int32_t> bad{2, 10};
+        CHECK_THROWS_AS(vk->get_rows(tt.t(), bad, dst.t().rows(0, 2)), std::out_of_range);
+        const std::vector<int32_t> negative{-1};
+        CHECK_THROWS_AS(vk->get_rows(tt.t(), negative, dst.t().rows(0, 1)), std::out_of_range);
+    }
+}
+
+TEST_CASE("vulkan matmul and get_rows split tensors larger than one storage-buffer binding", "[vulkan]") {
+    // The same ops on a device whose bindings are limited to 4 KiB (vkcore's test hook): W and the
+    // table are bound in row ranges (3 rows at a time for F32, 28 for Q4_K), x in ranges of 3
+    // columns, and every output must be bit-identical to the unsplit device's.
+    auto whole = test::vulkan_or_skip();
+    if (!whole) return;
+    std::unique_ptr<Backend> split;
+    {
+        const ScopedEnv limit("DESKSIDE_VULKAN_MAX_BINDING", "4096");
+        split = test::vulkan_or_skip();
+    }
+    const int64_t k = 256, n_out = 40, m = 9;
+    const std::vector<float> xv = random_values(k * m, 23);
+    const std::vector<int32_t> ids{39, 0, 17, 39, 5};
+    for (TypeId type : kTypes) {
+        INFO(type_name(type));
+        const Weights w = make_weights(type, k, n_out, 29);
+        std::vector<float> y_out[2], rows_out[2];
+        Backend* devices[2] = {whole.get(), split.get()};
+        for (int d = 0; d < 2; ++d) {
+            const RawTensor wt(*devices[d], w, unaligned_offset(type));
+            DeviceTensor x(*devices[d], TypeId::F32, k, m, xv);
+            DeviceTensor y(*devices[d], TypeId::F32, n_out, m);
+            devices[d]->matmul(wt.t(), x.t(), y.t());
+            DeviceTensor dst(*devices[d], TypeId::F32, k, static_cast<int64_t>(ids.size()));
+            devices[d]->get_rows(wt.t(), ids, dst.t());
+            y_out[d] = y.values();
+            rows_out[d] = dst.values();
+            CHECK(y.guard_intact());
+            CHECK(dst.guard_intact());
+        }
+        CHECK(worst_ratio_to_exact(w, xv, m, y_out[0]) <= 1.0);
+        CHECK(std::memcmp(y_out[0].data(), y_out[1].data(), y_out[0].size() * sizeof(float)) == 0);
+        for (size_t i = 0; i < ids.size(); ++i)
+            CHECK(std::memcmp(rows_out[1].data() + i * k, w.values.data() + ids[i] * k, k * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("vulkan matmul handles more output rows than one dispatch dimension holds", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    // 270000 rows in tiles of 4 = 67500 workgroups, over the 65535 of one dimension.
+    const int64_t k = 32, n_out = 270000;
+    const Weights w = f32_weights(random_values(k * n_out, 17), k, n_out);
+    const RawTensor wt(*vk, w);
+    const std::vector<float> xv = random_values(k, 19);
+    DeviceTensor x(*vk, TypeId::F32, k, 1, xv);
+    DeviceTensor y(*vk, TypeId::F32, n_out, 1);
+    vk->matmul(wt.t(), x.t(), y.t());
+    const std::vector<float> got = y.values();
+    CHECK(std::none_of(got.begin(), got.end(), [](float v) { return std::isnan(v); }));
+    for (int64_t r : {int64_t{0}, n_out / 2, n_out - 1}) {
+        INFO("row " << r);
+        const Weights one = f32_weights(std::vector<float>(w.values.begin() + r * k, w.values.begin() + (r + 1) * k), k, 1);
+        CHECK(worst_ratio_to_exact(one, xv, 1, {got[r]}) <= 1.0);
+    }
+    CHECK(y.guard_intact());
+}
+
+TEST_CASE("vulkan matmul and get_rows on tensors quantized by llama.cpp", "[vulkan]") {
+    // Real blocks written by llama-quantize (../shared/models): one 2-D tensor of each type in
+    // each file, every type of issue #5 among them.
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    std::set<TypeId> seen;
+    for (const char* file : {"stories260K-f16.gguf", "stories260K-bf16.gguf", "stories260K-q8_0.gguf",
+                             "stories260K-q4_0.gguf", "stories260K-q4_1.gguf", "stories260K-q5_0.gguf",
+                             "stories260K-q5_1.gguf", "synth-k-q2_k.gguf", "synth-k-q3_k_m.gguf", "synth-k-q4_k_m.gguf",
+                             "synth-k-q5_k_m.gguf", "synth-k-q6_k.gguf", "synth-k-iq4_nl.gguf", "synth-k-iq4_xs.gguf"}) {
+        const models::GgufFile gguf = models::GgufFile::open(test::shared_path(std::string("models/") + file));
+        std::set<TypeId> done;
+        for (const models::GgufTensorInfo& info : gguf.tensors()) {
+            if (info.shape.size() != 2 || !done.insert(info.type).second) continue;
+            seen.insert(info.type);
+            INFO(file << " " << info.name << " " << type_name(info.type));
+            const int64_t k = info.shape[0], n = info.shape[1];
+            Weights w{info.type, k, n, std::vector<uint8_t>(info.data, info.data + info.n_bytes), std::vector<float>(k * n)};
+            quant::quant_traits(info.type)->to_float(w.bytes.data(), w.values.data(), k * n);
+            const RawTensor wt(*vk, w);
+            const int64_t m = 3;
+            const std::vector<float> xv = random_values(k * m, 31);
+            DeviceTensor x(*vk, TypeId::F32, k, m, xv);
+            DeviceTensor y(*vk, TypeId::F32, n, m);
+            vk->matmul(wt.t(), x.t(), y.t());
+            CHECK(worst_ratio_to_exact(w, xv, m, y.values()) <= 1.0);
+            const std::vector<int32_t> ids{static_cast<int32_t>(n - 1), 0, static_cast<int32_t>(n / 2)};
+            DeviceTensor dst(*vk, TypeId::F32, k, 3);
+            vk->get_rows(wt.t(), ids, dst.t());
+            const std::vector<float> got = dst.values();
+            for (size_t i = 0; i < ids.size(); ++i)
+                CHECK(std::memcmp(got.data() + i * k, w.values.data() + ids[i] * k, k * sizeof(float)) == 0);
+        }
+    }
+    CHECK(seen.size() == std::size(kTypes) - 1);  // all but F32, which the random tests cover
+}
+
+TEST_CASE("vulkan matmul rejects unsupported types and mismatched shapes", "[vulkan]") {
+    auto vk = test::vulkan_or_skip();
+    if (!vk) return;
+    const Weights w = make_weights(TypeId::Q8_0, 64, 4, 1);
+    const RawTensor wt(*vk, w);
+    DeviceTensor x(*vk, TypeId::F32, 64, 2, random_values(128, 2));
+    DeviceTensor y(*vk, TypeId::F32, 4, 2);
+    DeviceTensor wrong(*vk, TypeId::F32, 5, 2);
+    CHECK_THROWS_WITH(vk->matmul(wt.t(), x.t(), wrong.t()), Catch::Contains("expected W [k, n]"));
+    Tensor q8_1 = wt.t();  // Q8_1 is an activation format: no weight kernel
+    q8_1.type = TypeId::Q8_1;
+    CHECK_THROWS_WITH(vk->matmul(q8_1, x.t(), y.t()), Catch::Contains("unsupported weight type"));
+}
+
+}  // namespace deskside::backends
