@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "engine/model.h"
@@ -108,6 +107,7 @@ int run(Args& args) {
     const long long reps = args.int_value("--repetitions", "-r").value_or(5);
     const long long threads = args.int_value("--threads", "-t").value_or(0);
     const bool json = args.flag("--json");
+    const DeviceFlags devices = read_device_flags(args);
     args.finish();
     if (!model_path) throw UsageError("-m MODEL is required");
     if (n_prompt < 0 || n_prompt > (1 << 20)) throw UsageError("-p must be in [0, 1048576]");
@@ -125,8 +125,8 @@ int run(Args& args) {
     engine::EngineOptions opt;
     opt.n_batch = std::clamp<int64_t>(n_prompt, 1, kMaxBatch);
     opt.cache.n_positions = std::max<int64_t>(std::max(n_prompt, n_gen), 1);
-    backends::cpu::CpuBackend backend(static_cast<int>(threads));
-    engine::Model model(std::move(info), backend, opt);
+    const OpenedDevices opened = open_devices(info, devices, opt, 1, static_cast<int>(threads));
+    engine::Model model(std::move(info), opened.layers(), opt);
 
     std::vector<TestResult> tests;
     if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, {}});
@@ -152,7 +152,7 @@ int run(Args& args) {
                            {"model_size", size},
                            {"model_n_params", n_params},
                            {"backend", "CPU"},
-                           {"n_threads", backend.n_threads()},
+                           {"n_threads", opened.cpu_threads()},
                            {"n_batch", opt.n_batch},
                            {"test", t.name},
                            {"n_prompt", t.n_prompt},
@@ -181,7 +181,7 @@ int run(Args& args) {
         else std::snprintf(params_text, sizeof params_text, "%.2f M", n_params / 1e6);
         std::snprintf(ts_text, sizeof ts_text, "%.2f ± %.2f", avg_ts, sd_ts);
         std::printf("| %-24s | %10s | %8s | %7s | %7d | %8s | %21s |\n", (arch + " " + type).c_str(), size_text,
-                    params_text, "CPU", backend.n_threads(), t.name.c_str(), ts_text);
+                    params_text, "CPU", opened.cpu_threads(), t.name.c_str(), ts_text);
     }
     return 0;
 }
@@ -199,6 +199,7 @@ const Command kBenchCommand{
     "  -n, --n-gen N            generated tokens per tg run; 0 skips tg (default 128)\n"
     "  -r, --repetitions R      timed runs per test (default 5)\n"
     "  -t, --threads N          CPU threads (default: physical cores)\n"
+    DESKSIDE_DEVICE_FLAGS_HELP
     "  --json                   print an array of results (llama-bench -o json field names)\n",
     run,
 };

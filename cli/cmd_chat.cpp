@@ -402,6 +402,7 @@ const Command kChatCommand{
     "                           model's training context, at most 4096)\n"
     "  -t, --threads N          CPU threads (default: physical cores)\n"
     "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
+    DESKSIDE_DEVICE_FLAGS_HELP
     "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P   (defaults 40, 0.95, 0.05)\n"
     "  --repeat-penalty R, --presence-penalty P, --frequency-penalty F   (over the last 64 tokens)\n"

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "engine/generation.h"
@@ -28,6 +27,7 @@ int run(Args& args) {
     const auto cache_k = args.value("--cache-type-k");
     const auto cache_v = args.value("--cache-type-v");
     const bool json = args.flag("--json");
+    const DeviceFlags devices = read_device_flags(args);
     args.finish();
     if (!model_path) throw UsageError("-m MODEL is required");
     if (!prompt) throw UsageError("-p TEXT is required");
@@ -49,8 +49,9 @@ int run(Args& args) {
     if (opt.cache.n_positions < static_cast<int64_t>(prompt_tokens.size()) + n_predict)
         throw UsageError("--ctx-size " + std::to_string(opt.cache.n_positions) + " is smaller than the prompt (" +
                          std::to_string(prompt_tokens.size()) + " tokens) plus -n");
-    backends::cpu::CpuBackend backend(static_cast<int>(threads));
-    engine::Model model(models::load_model(*model_path), backend, opt);
+    models::ModelInfo info = models::load_model(*model_path);
+    const OpenedDevices opened = open_devices(info, devices, opt, 1, static_cast<int>(threads));
+    engine::Model model(std::move(info), opened.layers(), opt);
 
     const auto print = [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);
@@ -73,12 +74,12 @@ int run(Args& args) {
                         {"predicted_n", r.tokens.size()},
                         {"predicted_seconds", r.generation_seconds},
                         {"predicted_per_second", gen_tps},
-                        {"threads", backend.n_threads()},
+                        {"threads", opened.cpu_threads()},
                         {"seed", sp.seed}};
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     }
     std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generation: %zu tokens, %.1f tokens/s (%d threads)\n",
-                 prompt_tokens.size(), prompt_tps, r.tokens.size(), gen_tps, backend.n_threads());
+                 prompt_tokens.size(), prompt_tps, r.tokens.size(), gen_tps, opened.cpu_threads());
     return 0;
 }
 
@@ -99,6 +100,7 @@ const Command kGenerateCommand{
     "  -t, --threads N          CPU threads (default: physical cores)\n"
     "  -c, --ctx-size N         KV cache positions (default: prompt + N)\n"
     "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
+    DESKSIDE_DEVICE_FLAGS_HELP
     "  --json                   print {\"prompt_tokens\", \"tokens\", \"text\", \"finish_reason\", \"timings\"}\n",
     run,
 };

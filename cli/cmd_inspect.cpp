@@ -1,12 +1,17 @@
-// deskside inspect MODEL [--json]: what a checkpoint holds, before anything is loaded.
+// deskside inspect MODEL [--json] [--devices LIST ...]: what a checkpoint holds, and with
+// --devices how its layers would be placed, before anything is loaded.
 //
-// The JSON keys are stable (documented in docs/inspect.md); scripts may rely on them.
+// The JSON keys are stable (documented in docs/inspect.md, "placement" in docs/CLI.md); scripts
+// may rely on them.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "engine/placement.h"
 #include "models/model.h"
 #include "models/store/resolve.h"
 
@@ -149,17 +154,122 @@ void print_text(const ordered_json& j) {
     }
 }
 
+// The placement options: present when --devices or --split is given.
+struct PlacementFlags {
+    DeviceFlags devices;
+    std::optional<long long> ctx;
+    long long parallel = 1;
+    engine::EngineOptions options;
+};
+
+std::optional<PlacementFlags> read_placement_flags(Args& args) {
+    PlacementFlags f;
+    f.devices = read_device_flags(args);
+    f.ctx = args.int_value("--ctx-size", "-c");
+    const auto parallel = args.int_value("--parallel", "-np");
+    const auto batch = args.int_value("--batch-size", "-b");
+    f.parallel = parallel.value_or(1);
+    f.options.n_batch = batch.value_or(f.options.n_batch);
+    const auto cache_k = args.value("--cache-type-k");
+    const auto cache_v = args.value("--cache-type-v");
+    if (f.ctx && *f.ctx < 1) throw UsageError("--ctx-size must be >= 1");
+    if (f.parallel < 1) throw UsageError("--parallel must be >= 1");
+    if (f.options.n_batch < 1) throw UsageError("--batch-size must be >= 1");
+    try {
+        if (cache_k) f.options.cache.type_k = engine::parse_cache_type(*cache_k);
+        if (cache_v) f.options.cache.type_v = engine::parse_cache_type(*cache_v);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    if (!f.devices.given) {
+        if (f.ctx || parallel || batch || cache_k || cache_v)
+            throw UsageError("--ctx-size, --parallel, --batch-size and --cache-type-* describe a placement: give --devices too");
+        return std::nullopt;
+    }
+    return f;
+}
+
+// The plan as JSON; "error" holds check_plan's message when it does not fit.
+ordered_json describe_placement(const models::ModelInfo& m, PlacementFlags& f) {
+    const models::Hparams& hp = m.hparams;
+    // Like serve: the model's training context, at most 4096, per sequence.
+    const int64_t ctx = f.ctx ? *f.ctx : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    const int64_t bs = f.options.cache.block_size;
+    f.options.cache.n_positions = f.parallel * ((ctx + bs - 1) / bs) * bs;
+    const std::vector<engine::PlanDevice> devices = plan_device_list(f.devices);
+    engine::MemoryNeeds needs;
+    const engine::Plan plan = plan_devices(m, devices, f.devices.split, f.options, needs);
+    ordered_json j;
+    j["split"] = f.devices.split.is_auto() ? "auto" : "ratios";
+    j["layers_per_device"] = plan.split_text();
+    j["ctx_size"] = ctx;
+    j["parallel"] = f.parallel;
+    j["kv_positions"] = f.options.cache.n_positions;
+    j["cache_type_k"] = std::string(quant::type_info(f.options.cache.type_k).name);
+    j["cache_type_v"] = std::string(quant::type_info(f.options.cache.type_v).name);
+    j["batch_size"] = f.options.n_batch;
+    ordered_json list = ordered_json::array();
+    for (const engine::DevicePlan& d : plan.devices) {
+        list.push_back({{"name", d.name},
+                        {"layers", {d.layer_begin, d.layer_end}},
+                        {"embedding", d.embedding},
+                        {"output", d.output},
+                        {"weight_bytes", d.weight_bytes},
+                        {"kv_bytes", d.kv_bytes},
+                        {"scratch_bytes", d.scratch_bytes},
+                        {"total_bytes", d.total_bytes()},
+                        {"free_bytes", d.free_memory},
+                        {"fits", d.fits()}});
+    }
+    j["devices"] = list;
+    j["fits"] = plan.fits();
+    j["error"] = nullptr;
+    try {
+        engine::check_plan(plan, needs, devices, f.parallel);
+    } catch (const std::runtime_error& e) {
+        j["error"] = e.what();
+    }
+    return j;
+}
+
+void print_placement(const ordered_json& p) {
+    std::printf("\nplacement:     %s layers per device (%s), context %lld x %lld sequences, KV cache %s/%s, batch %lld\n",
+                p["layers_per_device"].get<std::string>().c_str(), p["split"].get<std::string>().c_str(),
+                p["ctx_size"].get<long long>(), p["parallel"].get<long long>(), p["cache_type_k"].get<std::string>().c_str(),
+                p["cache_type_v"].get<std::string>().c_str(), p["batch_size"].get<long long>());
+    std::printf("  %-10s %-12s %-12s %12s %12s %12s %12s %12s\n", "device", "layers", "holds", "weights", "KV cache", "scratch",
+                "total", "free");
+    for (const auto& d : p["devices"]) {
+        const long long b = d["layers"][0].get<long long>(), e = d["layers"][1].get<long long>();
+        const std::string layers = e - b == 1 ? std::to_string(b) : std::to_string(b) + "-" + std::to_string(e - 1);
+        std::string holds = d["embedding"].get<bool>() ? "embd" : "";
+        if (d["output"].get<bool>()) holds += holds.empty() ? "output" : "+output";
+        std::printf("  %-10s %-12s %-12s %12s %12s %12s %12s %12s%s\n", d["name"].get<std::string>().c_str(), layers.c_str(),
+                    holds.empty() ? "-" : holds.c_str(), human_bytes(d["weight_bytes"].get<double>()).c_str(),
+                    human_bytes(d["kv_bytes"].get<double>()).c_str(), human_bytes(d["scratch_bytes"].get<double>()).c_str(),
+                    human_bytes(d["total_bytes"].get<double>()).c_str(), human_bytes(d["free_bytes"].get<double>()).c_str(),
+                    d["fits"].get<bool>() ? "" : "  DOES NOT FIT");
+    }
+}
+
 int run(Args& args) {
     const bool json = args.flag("--json");
+    std::optional<PlacementFlags> placement = read_placement_flags(args);
     const auto pos = args.positionals();
     args.finish();
     if (pos.size() != 1) throw UsageError("expected exactly one MODEL");
     const models::ModelInfo m = models::load_model(models::store::resolve_model(pos[0]));
-    const ordered_json j = describe(m);
+    ordered_json j = describe(m);
+    if (placement) j["placement"] = describe_placement(m, *placement);
     if (json) {
         std::printf("%s\n", j.dump(1, ' ', false, ordered_json::error_handler_t::replace).c_str());
     } else {
         print_text(j);
+        if (placement) print_placement(j["placement"]);
+    }
+    if (placement && !j["placement"]["error"].is_null()) {
+        std::fflush(stdout);
+        throw std::runtime_error(j["placement"]["error"].get<std::string>());
     }
     return 0;
 }
@@ -169,11 +279,22 @@ int run(Args& args) {
 const Command kInspectCommand{
     "inspect",
     "metadata, hyperparameters, tokenizer and tensors of a model",
-    "usage: deskside inspect MODEL [--json]\n"
+    "usage: deskside inspect MODEL [--json] [--devices LIST [--split R1,R2|auto] [-c N] [-np P]]\n"
     "\n"
     "MODEL is a GGUF file or a Hugging Face checkpoint directory. Prints the architecture,\n"
     "hyperparameters, tokenizer, whether a chat template is present, and the tensor table with\n"
-    "totals per type. --json prints the same as one JSON object (keys in docs/inspect.md).\n",
+    "totals per type. --json prints the same as one JSON object (keys in docs/inspect.md).\n"
+    "\n"
+    "With --devices (or --split), also prints the placement plan: the layers, weights, KV cache and\n"
+    "scratch of each device against its free memory, before anything is loaded. Exit code 1 when\n"
+    "the plan does not fit, with the device, the shortfall and a split or context that fits.\n"
+    "\n"
+    "placement options:\n"
+    DESKSIDE_DEVICE_FLAGS_HELP
+    "  -c, --ctx-size N         context per sequence (default: the model's, at most 4096)\n"
+    "  -np, --parallel P        sequences served at once (default 1)\n"
+    "  -b, --batch-size N       tokens per step, sizes the scratch (default 512)\n"
+    "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n",
     run,
 };
 

@@ -13,7 +13,6 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "engine/model.h"
@@ -77,6 +76,9 @@ class ShutdownSignal {
     bool raised_ = false;
 };
 
+constexpr int64_t kMaxParallel = 256;
+constexpr int64_t kMaxQueue = 4096;
+
 // The id clients use: a store entry's name for a model in the store, else the file name
 // without .gguf.
 std::string default_model_id(const std::string& model_path) {
@@ -108,10 +110,14 @@ int run(Args& args) {
     const auto template_file = args.value("--chat-template");
     const auto alias = args.value("--alias");
     const double grace = args.float_value("--shutdown-grace").value_or(10.0);
+    const DeviceFlags devices = read_device_flags(args);
     args.finish();
     if (so.port < 0 || so.port > 65535) throw UsageError("--port must be 0..65535");
     if (max_body < 1) throw UsageError("--max-body must be >= 1");
     if (eo.n_parallel < 1 || eo.max_queue < 0 || eo.n_batch < 1) throw UsageError("--parallel and -b must be >= 1, --queue >= 0");
+    // Every running or queued request holds an HTTP thread, so these bound the threads started.
+    if (eo.n_parallel > kMaxParallel) throw UsageError("--parallel must be at most " + std::to_string(kMaxParallel));
+    if (eo.max_queue > kMaxQueue) throw UsageError("--queue must be at most " + std::to_string(kMaxQueue));
     if (ctx && *ctx < 1) throw UsageError("--ctx-size must be >= 1");
     if (grace < 0) throw UsageError("--shutdown-grace must be >= 0");
     if (api_key && api_key_file) throw UsageError("give --api-key or --api-key-file, not both");
@@ -159,10 +165,10 @@ int run(Args& args) {
         opt.cache.n_positions = eo.n_parallel * ((eo.n_ctx + bs - 1) / bs) * bs;
         opt.n_batch = eo.n_batch;
         if (!tmpl && info.chat_template) tmpl = models::ChatTemplate::parse(*info.chat_template);
-        backends::cpu::CpuBackend backend(static_cast<int>(threads));
-        engine::Model model(std::move(info), backend, opt);
+        const OpenedDevices opened = open_devices(info, devices, opt, eo.n_parallel, static_cast<int>(threads));
+        engine::Model model(std::move(info), opened.layers(), opt);
+        http.metrics().kv_blocks_total = opt.cache.n_positions / bs;  // before the loop reports usage
         server::EngineLoop loop(model, *tokenizer, eo, http.metrics());
-        http.metrics().kv_blocks_total = opt.cache.n_positions / bs;
 
         auto served = std::make_shared<server::ServedModel>();
         served->id = alias ? *alias : default_model_id(*model_path);
@@ -173,9 +179,9 @@ int run(Args& args) {
         served->created =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
         http.set_model(served);
-        std::fprintf(stderr, "deskside serve: ready, model '%s', context %lld x %lld sequences, %d threads\n",
+        std::fprintf(stderr, "deskside serve: ready, model '%s', context %lld x %lld sequences, %d threads, devices %s\n",
                      served->id.c_str(), static_cast<long long>(eo.n_ctx), static_cast<long long>(eo.n_parallel),
-                     backend.n_threads());
+                     opened.cpu_threads(), opened.summary().c_str());
 
         shutdown.wait();
         std::fprintf(stderr, "deskside serve: shutting down (grace %.1f s)\n", grace);
@@ -218,6 +224,7 @@ const Command kServeCommand{
     "  -c, --ctx-size N         context per sequence (default: the model's, at most 4096)\n"
     "  -b, --batch-size N       tokens per engine step (default 512)\n"
     "  -t, --threads N          CPU threads (default: physical cores)\n"
+    DESKSIDE_DEVICE_FLAGS_HELP
     "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
     "  --chat-template FILE     Jinja chat template (default: the model's own)\n"
     "  --alias NAME             model id clients use (default: the store name, or the file name\n"

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 #include <stdexcept>
 
+#include "backends/cpu/cpu_backend.h"
+#include "backends/devices.h"
 #include "models/model.h"
 #include "models/store/resolve.h"
 
@@ -15,6 +18,93 @@ std::optional<std::string> model_arg(Args& args) {
     return model;
 }
 
+DeviceFlags read_device_flags(Args& args) {
+    DeviceFlags f;
+    const auto devices = args.value("--devices");
+    const auto split = args.value("--split");
+    f.given = devices || split;
+    if (devices) {
+        f.names.clear();
+        size_t start = 0;
+        while (true) {
+            const size_t comma = devices->find(',', start);
+            f.names.push_back(devices->substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+            if (f.names.back().empty()) throw UsageError("--devices '" + *devices + "' has an empty entry");
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    try {
+        if (split) f.split = engine::parse_split(*split);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    if (!f.split.is_auto() && f.split.ratios.size() != f.names.size())
+        throw UsageError("--split gives " + std::to_string(f.split.ratios.size()) + " ratios for " +
+                         std::to_string(f.names.size()) + " devices (--devices " + (devices ? *devices : "cpu") + ")");
+    return f;
+}
+
+std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags) {
+    const std::vector<backends::DeviceInfo> known = backends::list_devices();
+    std::vector<engine::PlanDevice> devices;
+    for (const std::string& name : flags.names) {
+        const auto it = std::find_if(known.begin(), known.end(), [&](const backends::DeviceInfo& d) { return d.name == name; });
+        if (it == known.end() || !it->usable) {
+            std::string names;
+            for (const backends::DeviceInfo& d : known)
+                if (d.usable) names += (names.empty() ? "" : ", ") + d.name;
+            throw UsageError("--devices: " + (it == known.end() ? "unknown device '" + name + "'"
+                                                                : "device '" + name + "' is unusable (" + it->note + ")") +
+                             " (available: " + names + ")");
+        }
+        devices.push_back({name, it->free_memory});
+    }
+    return devices;
+}
+
+engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
+                          const engine::SplitSpec& split, const engine::EngineOptions& options, engine::MemoryNeeds& needs) {
+    try {
+        needs = engine::memory_needs(info, options.cache, options.n_batch);
+        return engine::plan_placement(needs, devices, split);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
+std::vector<engine::DeviceLayers> OpenedDevices::layers() const {
+    std::vector<engine::DeviceLayers> out;
+    for (size_t i = 0; i < backends.size(); ++i)
+        out.push_back({backends[i].get(), plan.devices[i].layer_begin, plan.devices[i].layer_end});
+    return out;
+}
+
+std::string OpenedDevices::summary() const {
+    if (plan.devices.size() == 1) return plan.devices[0].name;
+    std::string out;
+    for (const engine::DevicePlan& d : plan.devices)
+        out += (out.empty() ? "" : ",") + d.name + "[" + std::to_string(d.layer_begin) + "-" + std::to_string(d.layer_end - 1) + "]";
+    return out;
+}
+
+int OpenedDevices::cpu_threads() const {
+    for (const auto& b : backends)
+        if (const auto* cpu = dynamic_cast<const backends::cpu::CpuBackend*>(b.get())) return cpu->n_threads();
+    return 0;
+}
+
+OpenedDevices open_devices(const models::ModelInfo& info, const DeviceFlags& flags, const engine::EngineOptions& options,
+                           int64_t n_parallel, int n_threads) {
+    OpenedDevices out;
+    const std::vector<engine::PlanDevice> devices = plan_device_list(flags);
+    engine::MemoryNeeds needs;
+    out.plan = plan_devices(info, devices, flags.split, options, needs);
+    engine::check_plan(out.plan, needs, devices, n_parallel);
+    for (const std::string& name : flags.names) out.backends.push_back(backends::open_device(name, n_threads));
+    return out;
+}
+
 ModelFlags read_model_flags(Args& args) {
     ModelFlags f;
     const auto model = model_arg(args);
@@ -22,6 +112,7 @@ ModelFlags read_model_flags(Args& args) {
     f.ctx_size = args.int_value("--ctx-size", "-c");
     const auto cache_k = args.value("--cache-type-k");
     const auto cache_v = args.value("--cache-type-v");
+    f.devices = read_device_flags(args);
     if (!model) throw UsageError("-m MODEL is required");
     f.model_path = *model;
     if (f.threads < 0) throw UsageError("--threads must be >= 0");
@@ -59,9 +150,9 @@ LoadedModel load_model_from_flags(const ModelFlags& flags, int64_t default_posit
     opt.cache.n_positions = flags.ctx_size ? *flags.ctx_size
                             : n_train > 0  ? std::min(default_positions, n_train)
                                            : default_positions;
-    m.backend = std::make_unique<backends::cpu::CpuBackend>(static_cast<int>(flags.threads));
+    m.devices = open_devices(info, flags.devices, opt, 1, static_cast<int>(flags.threads));
     m.n_positions = opt.cache.n_positions;
-    m.model = std::make_unique<engine::Model>(std::move(info), *m.backend, opt);
+    m.model = std::make_unique<engine::Model>(std::move(info), m.devices.layers(), opt);
     return m;
 }
 

@@ -1,33 +1,80 @@
-// The flags every model-running command shares (-m, sampling, threads, KV cache) and loading
-// "model + tokenizer + CPU backend" from them, so that generate, chat and friends read the same
-// options the same way and print the same --help lines.
+// The flags every model-running command shares (-m, sampling, threads, KV cache, devices and
+// split) and loading "model + tokenizer + devices" from them, so that generate, chat and friends
+// read the same options the same way and print the same --help lines.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/backend.h"
 #include "cli/args.h"
 #include "engine/model.h"
+#include "engine/placement.h"
 #include "engine/sampler.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace deskside::cli {
+
+// --devices LIST and --split R1,R2|auto.
+struct DeviceFlags {
+    std::vector<std::string> names{"cpu"};  // as backends::list_devices() names them; may repeat
+    engine::SplitSpec split;                // auto when absent
+    bool given = false;                     // --devices or --split was on the command line
+};
+
+// The --help lines of DeviceFlags, a literal to concatenate into the commands' usage text.
+#define DESKSIDE_DEVICE_FLAGS_HELP                                                                   \
+    "  --devices LIST           devices to split the model's layers across, e.g. vulkan0,vulkan1\n" \
+    "                           or vulkan0,cpu (default cpu; a name may repeat: cpu,cpu)\n"          \
+    "  --split R1,R2|auto       layers per device in these ratios, or auto: by free memory\n"
 
 struct ModelFlags {
     std::string model_path;
     long long threads = 0;  // 0: one per physical core
     std::optional<long long> ctx_size;
     engine::KvCacheConfig cache;  // n_positions is set by load_model_from_flags
+    DeviceFlags devices;
 };
+
+// Reads --devices and --split. Throws UsageError for an empty entry or a bad ratio.
+DeviceFlags read_device_flags(Args& args);
+
+// The --devices entries with the free memory backends::list_devices() reports. Throws
+// UsageError for an unknown or unusable name, listing the usable ones.
+std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags);
+
+// The placement plan of `info` on `devices` with `options`' cache and batch; opens nothing. Fills
+// `needs`. Throws UsageError when the model cannot be split that way (more devices than layers).
+engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
+                          const engine::SplitSpec& split, const engine::EngineOptions& options, engine::MemoryNeeds& needs);
+
+// The devices a model runs on, opened, with the plan they follow.
+struct OpenedDevices {
+    std::vector<std::unique_ptr<backends::Backend>> backends;  // one per --devices entry
+    engine::Plan plan;
+    // Each backend with its layer range, for engine::Model.
+    std::vector<engine::DeviceLayers> layers() const;
+    // "cpu" or "vulkan0[0-2],cpu[3-5]": the devices and their layers, for status lines.
+    std::string summary() const;
+    // Threads of the first CPU device (0 when none runs on the CPU), for timing lines.
+    int cpu_threads() const;
+};
+
+// Plans, checks that the plan fits (throwing std::runtime_error with check_plan's advice for
+// `n_parallel` sequences when it does not), then opens each device (n_threads for CPU ones).
+OpenedDevices open_devices(const models::ModelInfo& info, const DeviceFlags& flags, const engine::EngineOptions& options,
+                           int64_t n_parallel, int n_threads);
 
 // -m / --model: a model path, or a name in the model store (models/store/resolve.h), resolved to
 // a path; nullopt when the flag is absent. Throws for an unknown name, listing the store.
 std::optional<std::string> model_arg(Args& args);
 
-// Reads -m (required), -t/--threads, -c/--ctx-size, --cache-type-k/v. Throws UsageError.
+// Reads -m (required), -t/--threads, -c/--ctx-size, --cache-type-k/v, --devices, --split.
+// Throws UsageError.
 ModelFlags read_model_flags(Args& args);
 // Reads --temp --top-k --top-p --min-p --repeat-penalty --presence-penalty --frequency-penalty
 // --seed (random when absent). Throws UsageError.
@@ -35,12 +82,12 @@ engine::SamplerParams read_sampling_flags(Args& args);
 
 struct LoadedModel {
     std::unique_ptr<models::Tokenizer> tokenizer;
-    std::unique_ptr<backends::cpu::CpuBackend> backend;  // the model refers to it: declared first
+    OpenedDevices devices;  // the model refers to them: declared first
     std::unique_ptr<engine::Model> model;
     int64_t n_positions = 0;  // KV cache capacity
 };
 
-// Loads the tokenizer and the weights onto a CPU backend with a KV cache of --ctx-size positions,
+// Loads the tokenizer and the weights onto the --devices with a KV cache of --ctx-size positions,
 // or, when the flag is absent, `default_positions` capped at the model's training context (past
 // it the model was never trained to attend). Throws what the loaders throw.
 LoadedModel load_model_from_flags(const ModelFlags& flags, int64_t default_positions);

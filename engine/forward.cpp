@@ -7,21 +7,26 @@
 //              h = norm(x); f = act(Wg h) * (Wu h); o = Wd f (post norm); x += o
 //   logits = Wout norm(x) for the tokens that want them.
 // ref: llama2.c run.c forward() for the Llama block; the family files for their differences.
+//
+// Split across devices, each device (a Stage) runs its layers on its own scratch; between stages
+// the residual stream x of the step's n tokens crosses once through host memory (one download,
+// one upload: the only synchronisation a step adds per boundary). Every op sees the same inputs
+// as on one device, so the logits are the same bits when the devices compute alike.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/model.h"
+#include "engine/scratch.h"
 
 namespace deskside::engine {
 
 using backends::Tensor;
-using quant::TypeId;
 
 namespace {
-// Rows of logits computed per output matmul: bounds the scratch for large vocabularies.
-constexpr int64_t kLogitRowsPerPass = 32;
 
 backends::RopeScalingType rope_scaling_type(models::RopeScaling s) {
     switch (s) {
@@ -32,64 +37,49 @@ backends::RopeScalingType rope_scaling_type(models::RopeScaling s) {
     }
     return backends::RopeScalingType::None;
 }
+
+// Layer end the one-backend constructor passes before the model's layer count is known.
+constexpr int64_t kAllLayers = -1;
+
+std::vector<DeviceLayers> resolve_devices(std::vector<DeviceLayers> devices, const models::Hparams& hp) {
+    if (devices.size() == 1 && devices[0].layer_end == kAllLayers) devices[0].layer_end = hp.n_layer;
+    check_device_layers(devices, hp.n_layer);
+    return devices;
+}
+
 }  // namespace
 
-// Activations for up to n_batch tokens, allocated once per model.
-struct Model::Scratch {
-    std::unique_ptr<backends::Buffer> buffer;
-    Tensor x;       // [n_embd, n_batch] residual stream
-    Tensor h;       // [n_embd, n_batch] normed input of a sub-block
-    Tensor q;       // [n_head * head_dim, n_batch]
-    Tensor k;       // [n_head_kv * head_dim, n_batch]
-    Tensor v;       // [n_head_kv * head_dim_v, n_batch]
-    Tensor attn;    // [n_head * head_dim_v, n_batch]
-    Tensor o;       // [n_embd, n_batch] sub-block output
-    Tensor gate;    // [n_ff, n_batch]
-    Tensor up;      // [n_ff, n_batch]
-    Tensor sel;     // [n_embd, kLogitRowsPerPass] rows that want logits
-    Tensor logits;  // [n_vocab, kLogitRowsPerPass]
-    // Host-side per-step inputs, kept to avoid reallocation.
+// One device's share of a step.
+struct Model::Stage {
+    backends::Backend* backend;
+    int64_t layer_begin, layer_end;
+    std::unique_ptr<Scratch> scratch;
+};
+
+// Host-side per-step inputs, shared by every stage and kept to avoid reallocation.
+struct Model::StepInputs {
     std::vector<int32_t> tokens, positions, rows, wanted;
     std::vector<backends::AttentionQuery> queries;
+    std::vector<float> hidden;  // x crossing between stages: [n_embd, n]
 };
 
 Model::Model(models::ModelInfo info, backends::Backend& backend, const EngineOptions& options)
+    : Model(std::move(info), std::vector<DeviceLayers>{{&backend, 0, kAllLayers}}, options) {}
+
+Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const EngineOptions& options)
     : info_(std::move(info)),
-      backend_(backend),
       arch_(arch_spec(info_.hparams.architecture)),
+      devices_(resolve_devices(std::move(devices), info_.hparams)),
       options_(options),
-      weights_(info_, arch_, backend),
-      cache_(backend, info_.hparams, options.cache),
-      scratch_(std::make_unique<Scratch>()) {
-    const models::Hparams& hp = info_.hparams;
+      weights_(info_, arch_, devices_),
+      cache_(devices_, info_.hparams, options.cache),
+      inputs_(std::make_unique<StepInputs>()) {
     if (options_.n_batch <= 0) throw std::invalid_argument("n_batch must be positive");
-    const int64_t nb = options_.n_batch;
-    struct Slot {
-        Tensor* t;
-        int64_t ne0, ne1;
-    };
-    Scratch& s = *scratch_;
-    const Slot slots[] = {
-        {&s.x, hp.n_embd, nb},
-        {&s.h, hp.n_embd, nb},
-        {&s.q, hp.n_head * hp.head_dim, nb},
-        {&s.k, hp.n_head_kv * hp.head_dim, nb},
-        {&s.v, hp.n_head_kv * hp.head_dim_v, nb},
-        {&s.attn, hp.n_head * hp.head_dim_v, nb},
-        {&s.o, hp.n_embd, nb},
-        {&s.gate, hp.n_ff, nb},
-        {&s.up, hp.n_ff, nb},
-        {&s.sel, hp.n_embd, kLogitRowsPerPass},
-        {&s.logits, hp.n_vocab, kLogitRowsPerPass},
-    };
-    constexpr size_t kAlign = 64;
-    size_t total = 0;
-    for (const Slot& slot : slots) total += (slot.ne0 * slot.ne1 * sizeof(float) + kAlign - 1) / kAlign * kAlign;
-    s.buffer = backend.alloc(total);
-    size_t offset = 0;
-    for (const Slot& slot : slots) {
-        *slot.t = backends::make_tensor(s.buffer.get(), offset, TypeId::F32, slot.ne0, slot.ne1);
-        offset += (slot.ne0 * slot.ne1 * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+    for (size_t i = 0; i < devices_.size(); ++i) {
+        const DeviceLayers& d = devices_[i];
+        const bool last = i + 1 == devices_.size();
+        stages_.push_back({d.backend, d.layer_begin, d.layer_end,
+                           std::make_unique<Scratch>(*d.backend, info_.hparams, options_.n_batch, last)});
     }
 }
 
@@ -142,66 +132,87 @@ std::span<const float> Model::decode(std::span<const BatchToken> batch) {
 
 void Model::step(std::span<const BatchToken> batch) {
     const models::Hparams& hp = info_.hparams;
-    Scratch& s = *scratch_;
+    StepInputs& in = *inputs_;
     const int64_t n = static_cast<int64_t>(batch.size());
-    s.tokens.clear();
-    s.positions.clear();
-    s.rows.clear();
-    s.wanted.clear();
-    s.queries.clear();
+    in.tokens.clear();
+    in.positions.clear();
+    in.rows.clear();
+    in.wanted.clear();
+    in.queries.clear();
     for (const BatchToken& t : batch) cache_.reserve(t.seq, t.pos + 1);
     for (int64_t i = 0; i < n; ++i) {
         const BatchToken& t = batch[i];
-        s.tokens.push_back(t.token);
-        s.positions.push_back(t.pos);
-        s.rows.push_back(cache_.row(t.seq, t.pos));
-        s.queries.push_back({t.pos, cache_.blocks(t.seq)});
-        if (t.want_logits) s.wanted.push_back(static_cast<int32_t>(i));
+        in.tokens.push_back(t.token);
+        in.positions.push_back(t.pos);
+        in.rows.push_back(cache_.row(t.seq, t.pos));
+        in.queries.push_back({t.pos, cache_.blocks(t.seq)});
+        if (t.want_logits) in.wanted.push_back(static_cast<int32_t>(i));
     }
 
-    const Tensor x = s.x.rows(0, n);
-    backend_.get_rows(weights_.get(Role::TokenEmbd), s.tokens, x);
-    if (arch_.scale_embeddings) backend_.scale(x, std::sqrt(static_cast<float>(hp.n_embd)), x);
-    for (int64_t il = 0; il < hp.n_layer; ++il) layer(il, n, s.positions, s.queries);
+    Stage& first = stages_.front();
+    const Tensor x0 = first.scratch->x.rows(0, n);
+    first.backend->get_rows(weights_.get(Role::TokenEmbd), in.tokens, x0);
+    if (arch_.scale_embeddings) first.backend->scale(x0, std::sqrt(static_cast<float>(hp.n_embd)), x0);
+    for (size_t si = 0; si < stages_.size(); ++si) {
+        if (si > 0) cross(stages_[si - 1], stages_[si], n);
+        Stage& stage = stages_[si];
+        for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) layer(stage, il, n);
+    }
 
+    Stage& last = stages_.back();
+    backends::Backend& be = *last.backend;
+    const Scratch& s = *last.scratch;
+    const Tensor x = s.x.rows(0, n);
     const float eps = static_cast<float>(hp.norm_eps);
-    for (size_t first = 0; first < s.wanted.size(); first += kLogitRowsPerPass) {
-        const int64_t m = std::min<int64_t>(kLogitRowsPerPass, static_cast<int64_t>(s.wanted.size() - first));
+    for (size_t first_row = 0; first_row < in.wanted.size(); first_row += kLogitRowsPerPass) {
+        const int64_t m = std::min<int64_t>(kLogitRowsPerPass, static_cast<int64_t>(in.wanted.size() - first_row));
         const Tensor sel = s.sel.rows(0, m);
         const Tensor logits = s.logits.rows(0, m);
-        backend_.get_rows(x, std::span(s.wanted).subspan(first, m), sel);
-        backend_.rms_norm(sel, weights_.get(Role::OutputNorm), eps, sel);
-        backend_.matmul(weights_.get(Role::Output), sel, logits);
+        be.get_rows(x, std::span(in.wanted).subspan(first_row, m), sel);
+        be.rms_norm(sel, weights_.get(Role::OutputNorm), eps, sel);
+        be.matmul(weights_.get(Role::Output), sel, logits);
         const size_t old = logits_.size();
         logits_.resize(old + m * hp.n_vocab);
-        backend_.download(*logits.buffer, logits.offset, logits_.data() + old, m * hp.n_vocab * sizeof(float));
+        be.download(*logits.buffer, logits.offset, logits_.data() + old, m * hp.n_vocab * sizeof(float));
     }
 }
 
-void Model::layer(int64_t il, int64_t n, std::span<const int32_t> positions,
-                  std::span<const backends::AttentionQuery> queries) {
+void Model::cross(const Stage& from, Stage& to, int64_t n) {
+    // The residual stream is the only state a layer passes on; scratch rows are contiguous, so
+    // the step's n tokens are one block of bytes. download() waits for `from`'s queued work.
+    const Tensor src = from.scratch->x.rows(0, n), dst = to.scratch->x.rows(0, n);
+    const size_t bytes = static_cast<size_t>(n) * src.row_stride;
+    std::vector<float>& hidden = inputs_->hidden;
+    hidden.resize(bytes / sizeof(float));
+    from.backend->download(*src.buffer, src.offset, hidden.data(), bytes);
+    to.backend->upload(*dst.buffer, dst.offset, hidden.data(), bytes);
+}
+
+void Model::layer(Stage& stage, int64_t il, int64_t n) {
     const models::Hparams& hp = info_.hparams;
-    Scratch& s = *scratch_;
+    backends::Backend& be = *stage.backend;
+    const Scratch& s = *stage.scratch;
+    const StepInputs& in = *inputs_;
     const auto w = [&](Role r) -> const Tensor& { return weights_.layer(il, r); };
     const float eps = static_cast<float>(hp.norm_eps);
     const Tensor x = s.x.rows(0, n), h = s.h.rows(0, n), o = s.o.rows(0, n);
     const Tensor q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n), attn = s.attn.rows(0, n);
 
     // Attention block.
-    backend_.rms_norm(x, w(Role::AttnNorm), eps, h);
-    backend_.matmul(w(Role::AttnQ), h, q);
-    backend_.matmul(w(Role::AttnK), h, k);
-    backend_.matmul(w(Role::AttnV), h, v);
-    if (!w(Role::AttnQBias).empty()) backend_.add(q, w(Role::AttnQBias), q);
-    if (!w(Role::AttnKBias).empty()) backend_.add(k, w(Role::AttnKBias), k);
-    if (!w(Role::AttnVBias).empty()) backend_.add(v, w(Role::AttnVBias), v);
-    if (!w(Role::AttnQNorm).empty()) backend_.rms_norm(q.reshape(hp.head_dim), w(Role::AttnQNorm), eps, q.reshape(hp.head_dim));
-    if (!w(Role::AttnKNorm).empty()) backend_.rms_norm(k.reshape(hp.head_dim), w(Role::AttnKNorm), eps, k.reshape(hp.head_dim));
+    be.rms_norm(x, w(Role::AttnNorm), eps, h);
+    be.matmul(w(Role::AttnQ), h, q);
+    be.matmul(w(Role::AttnK), h, k);
+    be.matmul(w(Role::AttnV), h, v);
+    if (!w(Role::AttnQBias).empty()) be.add(q, w(Role::AttnQBias), q);
+    if (!w(Role::AttnKBias).empty()) be.add(k, w(Role::AttnKBias), k);
+    if (!w(Role::AttnVBias).empty()) be.add(v, w(Role::AttnVBias), v);
+    if (!w(Role::AttnQNorm).empty()) be.rms_norm(q.reshape(hp.head_dim), w(Role::AttnQNorm), eps, q.reshape(hp.head_dim));
+    if (!w(Role::AttnKNorm).empty()) be.rms_norm(k.reshape(hp.head_dim), w(Role::AttnKNorm), eps, k.reshape(hp.head_dim));
     backends::RopeParams rp = rope_params(il);
     rp.n_head = hp.n_head;
-    backend_.rope(q, positions, rp);
+    be.rope(q, in.positions, rp);
     rp.n_head = hp.n_head_kv;
-    backend_.rope(k, positions, rp);
+    be.rope(k, in.positions, rp);
 
     backends::AttentionParams ap;
     ap.n_head = hp.n_head;
@@ -211,28 +222,28 @@ void Model::layer(int64_t il, int64_t n, std::span<const int32_t> positions,
     ap.scale = arch_.attention_scale(hp);
     ap.window = hp.layer_is_swa(il) ? hp.sliding_window : 0;
     if (arch_.prescale_queries) {
-        backend_.scale(q, ap.scale, q);
+        be.scale(q, ap.scale, q);
         ap.scale = 1.0f;
     }
     const backends::KvCacheView kv = cache_.layer(il);
-    backend_.set_rows(k, kv.k, scratch_->rows);
-    backend_.set_rows(v, kv.v, scratch_->rows);
-    backend_.attention(q, kv, queries, ap, attn);
-    backend_.matmul(w(Role::AttnOutput), attn, o);
-    if (!w(Role::PostAttnNorm).empty()) backend_.rms_norm(o, w(Role::PostAttnNorm), eps, o);
-    backend_.add(x, o, x);
+    be.set_rows(k, kv.k, in.rows);
+    be.set_rows(v, kv.v, in.rows);
+    be.attention(q, kv, in.queries, ap, attn);
+    be.matmul(w(Role::AttnOutput), attn, o);
+    if (!w(Role::PostAttnNorm).empty()) be.rms_norm(o, w(Role::PostAttnNorm), eps, o);
+    be.add(x, o, x);
 
     // Feed-forward block (gated: SwiGLU or GeGLU).
     const Tensor gate = s.gate.rows(0, n), up = s.up.rows(0, n);
-    backend_.rms_norm(x, w(Role::FfnNorm), eps, h);
-    backend_.matmul(w(Role::FfnGate), h, gate);
-    backend_.matmul(w(Role::FfnUp), h, up);
-    if (arch_.activation == FfnActivation::GeluTanh) backend_.gelu(gate, gate);
-    else backend_.silu(gate, gate);
-    backend_.mul(gate, up, gate);
-    backend_.matmul(w(Role::FfnDown), gate, o);
-    if (!w(Role::PostFfnNorm).empty()) backend_.rms_norm(o, w(Role::PostFfnNorm), eps, o);
-    backend_.add(x, o, x);
+    be.rms_norm(x, w(Role::FfnNorm), eps, h);
+    be.matmul(w(Role::FfnGate), h, gate);
+    be.matmul(w(Role::FfnUp), h, up);
+    if (arch_.activation == FfnActivation::GeluTanh) be.gelu(gate, gate);
+    else be.silu(gate, gate);
+    be.mul(gate, up, gate);
+    be.matmul(w(Role::FfnDown), gate, o);
+    if (!w(Role::PostFfnNorm).empty()) be.rms_norm(o, w(Role::PostFfnNorm), eps, o);
+    be.add(x, o, x);
 }
 
 }  // namespace deskside::engine

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace deskside::engine {
 
@@ -14,8 +15,26 @@ quant::TypeId parse_cache_type(std::string_view name) {
     throw std::invalid_argument("unsupported KV cache type '" + std::string(name) + "' (supported: f16, q8_0, f32)");
 }
 
+namespace {
+
+int64_t cache_rows(const KvCacheConfig& config) {
+    return (config.n_positions + config.block_size - 1) / config.block_size * config.block_size;
+}
+
+}  // namespace
+
+uint64_t KvCache::layer_bytes(const models::Hparams& hp, const KvCacheConfig& config) {
+    if (config.block_size <= 0) return 0;
+    const size_t row = quant::row_bytes(config.type_k, hp.n_head_kv * hp.head_dim) +
+                       quant::row_bytes(config.type_v, hp.n_head_kv * hp.head_dim_v);
+    return static_cast<uint64_t>(row) * static_cast<uint64_t>(cache_rows(config));
+}
+
 KvCache::KvCache(backends::Backend& backend, const models::Hparams& hp, const KvCacheConfig& config)
-    : backend_(backend), block_size_(config.block_size) {
+    : KvCache(std::vector<DeviceLayers>{{&backend, 0, hp.n_layer}}, hp, config) {}
+
+KvCache::KvCache(std::span<const DeviceLayers> devices, const models::Hparams& hp, const KvCacheConfig& config)
+    : block_size_(config.block_size) {
     if (block_size_ <= 0) throw std::invalid_argument("KV cache: block size must be positive");
     for (auto [type, dim, which] : {std::tuple{config.type_k, hp.head_dim, "K"}, std::tuple{config.type_v, hp.head_dim_v, "V"}}) {
         const quant::TypeInfo& ti = quant::type_info(type);
@@ -24,17 +43,21 @@ KvCache::KvCache(backends::Backend& backend, const models::Hparams& hp, const Kv
                                         " needs head sizes that are multiples of " + std::to_string(ti.block_size) +
                                         ", this model's is " + std::to_string(dim));
     }
-    const int64_t n_blocks = (config.n_positions + block_size_ - 1) / block_size_;
-    const int64_t n_rows = n_blocks * block_size_;
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-        backends::KvCacheView view;
-        view.block_size = block_size_;
-        const int64_t k_ne0 = hp.n_head_kv * hp.head_dim, v_ne0 = hp.n_head_kv * hp.head_dim_v;
-        buffers_.push_back(backend.alloc(quant::row_bytes(config.type_k, k_ne0) * n_rows));
-        view.k = backends::make_tensor(buffers_.back().get(), 0, config.type_k, k_ne0, n_rows);
-        buffers_.push_back(backend.alloc(quant::row_bytes(config.type_v, v_ne0) * n_rows));
-        view.v = backends::make_tensor(buffers_.back().get(), 0, config.type_v, v_ne0, n_rows);
-        layers_.push_back(view);
+    check_device_layers(devices, hp.n_layer);
+    const int64_t n_rows = cache_rows(config);
+    const int64_t n_blocks = n_rows / block_size_;
+    const int64_t k_ne0 = hp.n_head_kv * hp.head_dim, v_ne0 = hp.n_head_kv * hp.head_dim_v;
+    for (const DeviceLayers& d : devices) {
+        for (int64_t il = d.layer_begin; il < d.layer_end; ++il) {
+            backends::KvCacheView view;
+            view.block_size = block_size_;
+            buffers_.push_back(d.backend->alloc(quant::row_bytes(config.type_k, k_ne0) * n_rows));
+            view.k = backends::make_tensor(buffers_.back().get(), 0, config.type_k, k_ne0, n_rows);
+            buffers_.push_back(d.backend->alloc(quant::row_bytes(config.type_v, v_ne0) * n_rows));
+            view.v = backends::make_tensor(buffers_.back().get(), 0, config.type_v, v_ne0, n_rows);
+            layers_.push_back(view);
+            layer_backends_.push_back(d.backend);
+        }
     }
     ref_count_.assign(n_blocks, 0);
     // Hand out low block numbers first (free_ is used as a stack).
@@ -74,9 +97,11 @@ void KvCache::release_block(int32_t b) {
 }
 
 void KvCache::copy_block(int32_t from, int32_t to) {
-    for (const backends::KvCacheView& l : layers_) {
-        backend_.copy(l.k.rows(from * block_size_, block_size_), l.k.rows(to * block_size_, block_size_));
-        backend_.copy(l.v.rows(from * block_size_, block_size_), l.v.rows(to * block_size_, block_size_));
+    for (size_t il = 0; il < layers_.size(); ++il) {
+        const backends::KvCacheView& l = layers_[il];
+        backends::Backend& b = *layer_backends_[il];
+        b.copy(l.k.rows(from * block_size_, block_size_), l.k.rows(to * block_size_, block_size_));
+        b.copy(l.v.rows(from * block_size_, block_size_), l.v.rows(to * block_size_, block_size_));
     }
 }
 

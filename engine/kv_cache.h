@@ -4,6 +4,10 @@
 // Position p of a sequence lives in cache row table[p / block_size] * block_size + p % block_size
 // of every layer. Blocks are reference-counted so that fork() can share a prompt prefix between
 // sequences without copying it; a block is written only by a sequence that holds it alone.
+//
+// In a model split across devices each layer's K and V live on the device that runs the layer,
+// while the block tables are kept once here: a block number means the same rows on every device,
+// so fork/truncate/reserve never talk to a device and a copied block is copied on each one.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "engine/device_layers.h"
 #include "models/model.h"
 #include "quant/types.h"
 
@@ -34,6 +39,11 @@ class KvCache {
    public:
     // Throws std::invalid_argument when a cache type cannot hold a head (block size mismatch).
     KvCache(backends::Backend& backend, const models::Hparams& hp, const KvCacheConfig& config);
+    // Layers [layer_begin, layer_end) of each entry on its backend (check_device_layers holds).
+    KvCache(std::span<const DeviceLayers> devices, const models::Hparams& hp, const KvCacheConfig& config);
+
+    // Bytes the K and V of one layer take for `config` (what the constructor allocates per layer).
+    static uint64_t layer_bytes(const models::Hparams& hp, const KvCacheConfig& config);
 
     backends::KvCacheView layer(int64_t il) const;
     int64_t block_size() const { return block_size_; }
@@ -62,8 +72,8 @@ class KvCache {
     void release_block(int32_t b);
     void copy_block(int32_t from, int32_t to);
 
-    backends::Backend& backend_;
     int64_t block_size_;
+    std::vector<backends::Backend*> layer_backends_;  // the device of each layer
     std::vector<std::unique_ptr<backends::Buffer>> buffers_;  // K and V per layer
     std::vector<backends::KvCacheView> layers_;
     std::vector<int32_t> ref_count_;

@@ -1,5 +1,5 @@
-// A loaded model ready to run: weights on a backend, a KV cache, scratch for one step, and the
-// batch API the generation loop and the server call.
+// A loaded model ready to run: weights on one backend or split by layers across several, a KV
+// cache, scratch for one step, and the batch API the generation loop and the server call.
 //
 // decode() runs one step over a batch of tokens that may belong to different sequences (the
 // continuous-batching server packs decode tokens of running requests and prompt chunks into one
@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "engine/arch.h"
+#include "engine/device_layers.h"
 #include "engine/kv_cache.h"
 #include "engine/weights.h"
 #include "models/model.h"
@@ -39,6 +40,11 @@ class Model {
     // Places `info`'s weights on `backend` (which must outlive the Model). Throws
     // std::runtime_error for unsupported architectures, missing or misshapen tensors.
     Model(models::ModelInfo info, backends::Backend& backend, const EngineOptions& options = {});
+    // Split by layers: each entry runs its layer range with its weights, KV cache and scratch;
+    // the residual stream crosses to the next device between ranges. One entry covering every
+    // layer is exactly the single-backend model. Throws std::invalid_argument when the ranges
+    // do not cover the layers in order (check_device_layers).
+    Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const EngineOptions& options = {});
     ~Model();
 
     const models::ModelInfo& info() const { return info_; }
@@ -56,22 +62,29 @@ class Model {
     void truncate(int32_t seq, int64_t n_pos) { cache_.truncate(seq, n_pos); }
     // `dst` continues from the first n_pos positions of `src` (shared prefix, no recompute).
     void fork(int32_t src, int32_t dst, int64_t n_pos) { cache_.fork(src, dst, n_pos); }
+    // KV cache blocks not held by any sequence (a block shared by several counts once).
+    int64_t n_free_blocks() const { return cache_.n_free_blocks(); }
+
+    // The devices and their layer ranges, in order.
+    const std::vector<DeviceLayers>& devices() const { return devices_; }
 
    private:
-    struct Scratch;
+    struct Stage;
+    struct StepInputs;
     void validate(std::span<const BatchToken> batch) const;
     void step(std::span<const BatchToken> batch);
-    void layer(int64_t il, int64_t n, std::span<const int32_t> positions,
-               std::span<const backends::AttentionQuery> queries);
+    void layer(Stage& stage, int64_t il, int64_t n);
+    void cross(const Stage& from, Stage& to, int64_t n);
     backends::RopeParams rope_params(int64_t il) const;
 
     models::ModelInfo info_;
-    backends::Backend& backend_;
-    const ArchSpec& arch_;
+    const ArchSpec& arch_;  // before devices_: an unsupported architecture is the first error
+    std::vector<DeviceLayers> devices_;
     EngineOptions options_;
     ModelWeights weights_;
     KvCache cache_;
-    std::unique_ptr<Scratch> scratch_;
+    std::vector<Stage> stages_;          // one per device, in layer order
+    std::unique_ptr<StepInputs> inputs_;
     std::vector<float> logits_;  // host copy returned by decode()
 };
 

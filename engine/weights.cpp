@@ -69,8 +69,18 @@ backends::Tensor ModelWeights::place(const models::ModelInfo& info, const models
     return out;
 }
 
-ModelWeights::ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, backends::Backend& backend) {
+ModelWeights::ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices) {
     const models::Hparams& hp = info.hparams;
+    check_device_layers(devices, hp.n_layer);
+    std::vector<backends::Backend*> layer_device(hp.n_layer);
+    for (const DeviceLayers& d : devices)
+        for (int64_t il = d.layer_begin; il < d.layer_end; ++il) layer_device[il] = d.backend;
+    backends::Backend& first = *devices.front().backend;
+    backends::Backend& last = *devices.back().backend;
+    // Model-wide tensors: the embedding feeds the first layer, the output norm and head read the
+    // last layer's residual stream.
+    const auto global_device = [&](Role r) -> backends::Backend& { return r == Role::TokenEmbd ? first : last; };
+
     layers_.resize(hp.n_layer);
     for (const TensorSpec& spec : arch.tensors) {
         const int64_t n_copies = is_layer_role(spec.role) ? hp.n_layer : 1;
@@ -93,12 +103,16 @@ ModelWeights::ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, 
                 traits->to_float(t->data, rope_freqs_.data(), shape[0]);
                 continue;
             }
-            backends::Tensor placed = place(info, *t, shape, backend);
-            if (is_layer_role(spec.role)) layers_[il][static_cast<int>(spec.role)] = placed;
-            else global_[static_cast<int>(spec.role)] = placed;
+            if (is_layer_role(spec.role)) layers_[il][static_cast<int>(spec.role)] = place(info, *t, shape, *layer_device[il]);
+            else global_[static_cast<int>(spec.role)] = place(info, *t, shape, global_device(spec.role));
         }
     }
-    if (get(Role::Output).empty()) global_[static_cast<int>(Role::Output)] = get(Role::TokenEmbd);
+    if (get(Role::Output).empty()) {
+        // Tied embeddings: the head is token_embd, needed on the last device too.
+        const models::Tensor* t = info.find("token_embd.weight");
+        global_[static_cast<int>(Role::Output)] =
+            &first == &last ? get(Role::TokenEmbd) : place(info, *t, expected_shape(Role::Output, hp), last);
+    }
 }
 
 }  // namespace deskside::engine

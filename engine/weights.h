@@ -1,5 +1,7 @@
-// A model's weights placed on a backend: one backends::Tensor per Role, model-wide and per
-// layer, checked against the hyperparameters' shapes at load.
+// A model's weights placed on one or several backends: one backends::Tensor per Role, model-wide
+// and per layer, checked against the hyperparameters' shapes at load. Each layer's tensors go to
+// the device that runs the layer; the token embedding to the first device and the output norm and
+// head to the last (see engine/placement.h for why).
 #pragma once
 
 #include <array>
@@ -8,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "engine/arch.h"
+#include "engine/device_layers.h"
 #include "models/model.h"
 
 namespace deskside::engine {
@@ -16,9 +19,12 @@ class ModelWeights {
    public:
     // Throws std::runtime_error naming the file and tensor when one is missing, has the wrong
     // shape, or has a type the backend cannot compute with.
-    ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, backends::Backend& backend);
+    // `devices` satisfies check_device_layers.
+    ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices);
 
-    // Model-wide tensor (empty Tensor when an optional one is absent).
+    // Model-wide tensor (empty Tensor when an optional one is absent). TokenEmbd is on the first
+    // device, OutputNorm and Output on the last (Output is token_embd placed again there when the
+    // embeddings are tied and the model spans several devices).
     const backends::Tensor& get(Role r) const { return global_[static_cast<int>(r)]; }
     const backends::Tensor& layer(int64_t il, Role r) const { return layers_[il][static_cast<int>(r)]; }
     // rope_freqs as host floats (empty when the file has none).

@@ -399,10 +399,8 @@ void EngineLoop::release_finished() {
 
 void EngineLoop::update_gauges() {
     metrics_.running_sequences = static_cast<int64_t>(running_.size());
-    const int64_t bs = options_.kv_block_size;
-    int64_t used = 0;
-    for (const Slot& s : slots_) used += (model_.length(s.seq) + bs - 1) / bs;
-    metrics_.kv_blocks_used = used;
+    // From the cache's free list, so blocks that slots share through a fork count once.
+    metrics_.kv_blocks_used = metrics_.kv_blocks_total.load() - model_.n_free_blocks();
 }
 
 }  // namespace deskside::server

@@ -1,0 +1,56 @@
+#include "engine/scratch.h"
+
+#include <vector>
+
+namespace deskside::engine {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+struct Slot {
+    backends::Tensor Scratch::*tensor;
+    int64_t ne0, ne1;
+};
+
+std::vector<Slot> slots(const models::Hparams& hp, int64_t nb, bool with_output) {
+    std::vector<Slot> s = {
+        {&Scratch::x, hp.n_embd, nb},
+        {&Scratch::h, hp.n_embd, nb},
+        {&Scratch::q, hp.n_head * hp.head_dim, nb},
+        {&Scratch::k, hp.n_head_kv * hp.head_dim, nb},
+        {&Scratch::v, hp.n_head_kv * hp.head_dim_v, nb},
+        {&Scratch::attn, hp.n_head * hp.head_dim_v, nb},
+        {&Scratch::o, hp.n_embd, nb},
+        {&Scratch::gate, hp.n_ff, nb},
+        {&Scratch::up, hp.n_ff, nb},
+    };
+    if (with_output) {
+        s.push_back({&Scratch::sel, hp.n_embd, kLogitRowsPerPass});
+        s.push_back({&Scratch::logits, hp.n_vocab, kLogitRowsPerPass});
+    }
+    return s;
+}
+
+size_t slot_bytes(const Slot& s) {
+    return (static_cast<size_t>(s.ne0 * s.ne1) * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+}
+
+}  // namespace
+
+uint64_t Scratch::bytes(const models::Hparams& hp, int64_t n_batch, bool with_output) {
+    uint64_t total = 0;
+    for (const Slot& s : slots(hp, n_batch, with_output)) total += slot_bytes(s);
+    return total;
+}
+
+Scratch::Scratch(backends::Backend& backend, const models::Hparams& hp, int64_t n_batch, bool with_output) {
+    const std::vector<Slot> all = slots(hp, n_batch, with_output);
+    buffer = backend.alloc(bytes(hp, n_batch, with_output));
+    size_t offset = 0;
+    for (const Slot& s : all) {
+        this->*s.tensor = backends::make_tensor(buffer.get(), offset, quant::TypeId::F32, s.ne0, s.ne1);
+        offset += slot_bytes(s);
+    }
+}
+
+}  // namespace deskside::engine
