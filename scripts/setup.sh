@@ -28,7 +28,7 @@ fi
 
 if [ ! -x .venv/bin/python ] || ! cmp -s scripts/requirements.txt .venv/requirements.installed; then
   echo "setup: Python environment in .venv"
-  python3 -m venv .venv
+  python3 -m venv --clear .venv  # --clear: never mix two interpreters in one venv
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
   cp scripts/requirements.txt .venv/requirements.installed
 fi
