@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped_env.h"
 #include "backends/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "op_harness.h"
@@ -173,22 +174,7 @@ std::vector<double> activation_rounding(TypeId act, const std::vector<float>& x)
     return e;
 }
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
-   public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (old_) setenv(name_, old_->c_str(), 1);
-        else unsetenv(name_);
-    }
-
-   private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 Weights f32_weights(const std::vector<float>& v, int64_t k, int64_t n) {
     Weights w{TypeId::F32, k, n, std::vector<uint8_t>(v.size() * 4), v};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped_env.h"
 #include "backends/cpu/cpu_backend.h"
 #include "op_harness.h"
 
@@ -22,22 +23,7 @@ using test::max_abs_diff;
 using test::max_scaled_diff;
 using test::random_values;
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
-   public:
-    ScopedEnv(const char* name, const std::string& value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        setenv(name, value.c_str(), 1);
-    }
-    ~ScopedEnv() {
-        if (old_) setenv(name_, old_->c_str(), 1);
-        else unsetenv(name_);
-    }
-
-   private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 // Runs `op` on the CPU backend and on `vk` with tensors built by the same code; returns both outputs.
 struct Outputs {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped_env.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/devices.h"
 #include "engine/model.h"
@@ -284,22 +285,7 @@ std::vector<std::vector<int32_t>> greedy_on(const std::vector<std::string>& name
     return out;
 }
 
-// Sets an environment variable for the scope of one test, restoring it after.
-class ScopedEnv {
-   public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (old_) setenv(name_, old_->c_str(), 1);
-        else unsetenv(name_);
-    }
-
-   private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 }  // namespace
 
