@@ -7,14 +7,22 @@
 // nothing is sampled. Each test runs once untimed (warm-up: page in the weights, size the
 // scratch) and then `-r` timed repetitions; the result is the mean and sample standard deviation
 // of the repetitions' tokens/s.
+//
+// Batched mode (-npl / --parallel, with -npp and -ntg), measured the way llama.cpp's
+// llama-batched-bench measures it, to compare the engine without a server in between: for each
+// (pp, tg, pl), pl sequences of pp prompt tokens go into the cache as one batch (position by
+// position, logits of each sequence's last token), then tg lockstep steps of pl tokens, one per
+// sequence, each wanting logits. It prints the prompt and decode times and aggregate tokens/s.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,21 +108,146 @@ double run_tg(engine::Model& model, std::mt19937& rng, long long n) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A comma-separated list of integers in [1, 2^20] ("128,256") given to `flag`; {fallback} when
+// absent. Throws UsageError naming the flag and the bad item.
+std::vector<long long> int_list(const std::optional<std::string>& text, const std::string& flag, long long fallback) {
+    if (!text) return {fallback};
+    std::vector<long long> out;
+    size_t start = 0;
+    for (;;) {
+        const size_t comma = text->find(',', start);
+        const std::string item = text->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 1 || v > (1 << 20))
+            throw UsageError(flag + ": '" + item + "' is not an integer in [1, 1048576]");
+        out.push_back(v);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+struct BatchedResult {
+    long long pp = 0, tg = 0, pl = 0;
+    double t_pp = 0, t_tg = 0;
+};
+
+// One llama-batched-bench measurement: pl sequences (ids 0 .. pl-1) in an emptied cache.
+BatchedResult run_batched(engine::Model& model, std::mt19937& rng, long long pp, long long tg, long long pl) {
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
+    for (long long j = 0; j < pl; ++j) model.truncate(static_cast<int32_t>(j), 0);
+    std::vector<engine::BatchToken> batch;
+    for (long long i = 0; i < pp; ++i)
+        for (long long j = 0; j < pl; ++j)
+            batch.push_back({static_cast<int32_t>(j), pick(rng), static_cast<int32_t>(i), i == pp - 1});
+    BatchedResult r{pp, tg, pl, 0, 0};
+    const auto t0 = std::chrono::steady_clock::now();
+    model.decode(batch);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (long long i = 0; i < tg; ++i) {
+        batch.clear();
+        for (long long j = 0; j < pl; ++j) batch.push_back({static_cast<int32_t>(j), pick(rng), static_cast<int32_t>(pp + i), true});
+        model.decode(batch);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    r.t_pp = std::chrono::duration<double>(t1 - t0).count();
+    r.t_tg = std::chrono::duration<double>(t2 - t1).count();
+    return r;
+}
+
+int run_batched_bench(const std::string& model_path, const DeviceFlags& devices, int threads, bool json,
+                      const std::vector<long long>& pps, const std::vector<long long>& tgs,
+                      const std::vector<long long>& pls) {
+    models::ModelInfo info = models::load_model(model_path);
+    engine::EngineOptions opt;
+    opt.n_batch = kMaxBatch;  // llama-batched-bench's default micro-batch
+    long long max_pl = 1, n_positions = 1;
+    for (long long pp : pps)
+        for (long long tg : tgs)
+            for (long long pl : pls) {
+                max_pl = std::max(max_pl, pl);
+                // Each sequence rounds up to whole blocks.
+                n_positions = std::max(n_positions, pl * (pp + tg + opt.cache.block_size));
+            }
+    opt.cache.n_positions = n_positions;
+    const OpenedDevices opened = open_devices(info, devices, opt, max_pl, threads);
+    engine::Model model(std::move(info), opened.layers(), opt);
+
+    std::mt19937 rng(kTokenSeed);
+    run_batched(model, rng, std::min<long long>(pps.front(), 16), 1, 1);  // warm-up: page in the weights
+    std::vector<BatchedResult> results;
+    for (long long pp : pps)
+        for (long long tg : tgs)
+            for (long long pl : pls) results.push_back(run_batched(model, rng, pp, tg, pl));
+    for (long long j = 0; j < max_pl; ++j) model.truncate(static_cast<int32_t>(j), 0);
+
+    const auto speed = [](double tokens, double s) { return s > 0 ? tokens / s : 0.0; };
+    if (json) {
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (const BatchedResult& r : results) {
+            out.push_back({{"n_batch", opt.n_batch},
+                           {"n_threads", opened.cpu_threads()},
+                           {"pp", r.pp},
+                           {"tg", r.tg},
+                           {"pl", r.pl},
+                           {"n_kv", r.pl * (r.pp + r.tg)},
+                           {"t_pp", r.t_pp},
+                           {"speed_pp", speed(static_cast<double>(r.pl * r.pp), r.t_pp)},
+                           {"t_tg", r.t_tg},
+                           {"speed_tg", speed(static_cast<double>(r.pl * r.tg), r.t_tg)},
+                           {"t", r.t_pp + r.t_tg},
+                           {"speed", speed(static_cast<double>(r.pl * (r.pp + r.tg)), r.t_pp + r.t_tg)}});
+        }
+        std::printf("%s\n", out.dump(2).c_str());
+        return 0;
+    }
+    std::printf("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |\n", "PP", "TG", "B", "N_KV", "T_PP s",
+                "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(7, '-').c_str(), std::string(8, '-').c_str(),
+                std::string(6, '-').c_str(), std::string(8, '-').c_str(), std::string(10, '-').c_str(),
+                std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(),
+                std::string(10, '-').c_str(), std::string(10, '-').c_str());
+    for (const BatchedResult& r : results) {
+        std::printf("|%6lld | %6lld | %4lld | %6lld | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |\n", r.pp, r.tg,
+                    r.pl, r.pl * (r.pp + r.tg), r.t_pp, speed(static_cast<double>(r.pl * r.pp), r.t_pp), r.t_tg,
+                    speed(static_cast<double>(r.pl * r.tg), r.t_tg), r.t_pp + r.t_tg,
+                    speed(static_cast<double>(r.pl * (r.pp + r.tg)), r.t_pp + r.t_tg));
+    }
+    return 0;
+}
+
 int run(Args& args) {
     const auto model_path = model_arg(args);
-    const long long n_prompt = args.int_value("--n-prompt", "-p").value_or(512);
-    const long long n_gen = args.int_value("--n-gen", "-n").value_or(128);
-    const long long reps = args.int_value("--repetitions", "-r").value_or(5);
+    const std::optional<long long> p_flag = args.int_value("--n-prompt", "-p");
+    const std::optional<long long> n_flag = args.int_value("--n-gen", "-n");
+    const std::optional<long long> r_flag = args.int_value("--repetitions", "-r");
+    const std::optional<std::string> npl = args.value("--parallel", "-npl");
+    const std::optional<std::string> npp = args.value("-npp");
+    const std::optional<std::string> ntg = args.value("-ntg");
     const long long threads = args.int_value("--threads", "-t").value_or(0);
     const bool json = args.flag("--json");
     const DeviceFlags devices = read_device_flags(args);
     args.finish();
     if (!model_path) throw UsageError("-m MODEL is required");
+    if (threads < 0 || threads > 1024) throw UsageError("--threads must be in [0, 1024] (0: physical cores)");
+    if (npl || npp || ntg) {
+        if (p_flag || n_flag || r_flag) throw UsageError("-p, -n and -r do not apply to the batched mode (-npp, -ntg, -npl)");
+        return run_batched_bench(*model_path, devices, static_cast<int>(threads), json, int_list(npp, "-npp", 128),
+                                 int_list(ntg, "-ntg", 128), int_list(npl, "-npl", 1));
+    }
+    const long long n_prompt = p_flag.value_or(512);
+    const long long n_gen = n_flag.value_or(128);
+    const long long reps = r_flag.value_or(5);
     if (n_prompt < 0 || n_prompt > (1 << 20)) throw UsageError("-p must be in [0, 1048576]");
     if (n_gen < 0 || n_gen > (1 << 20)) throw UsageError("-n must be in [0, 1048576]");
     if (n_prompt == 0 && n_gen == 0) throw UsageError("-p 0 and -n 0 leave nothing to measure");
     if (reps < 1 || reps > 1000) throw UsageError("-r must be in [1, 1000]");
-    if (threads < 0 || threads > 1024) throw UsageError("--threads must be in [0, 1024] (0: physical cores)");
 
     models::ModelInfo info = models::load_model(*model_path);
     const std::string type = dominant_type(info);
@@ -192,6 +325,7 @@ const Command kBenchCommand{
     "bench",
     "measure prompt and generation throughput (like llama-bench)",
     "usage: deskside bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--json]\n"
+    "       deskside bench -m MODEL -npp 128 -ntg 128 -npl 1,8 [-t N] [--json]\n"
     "\n"
     "Runs ppP (one batch of P prompt tokens) and tgN (N single-token steps) on random tokens,\n"
     "each once to warm up and then R times, and prints the mean ± standard deviation of tokens/s.\n"
@@ -200,7 +334,12 @@ const Command kBenchCommand{
     "  -r, --repetitions R      timed runs per test (default 5)\n"
     "  -t, --threads N          CPU threads (default: physical cores)\n"
     DESKSIDE_DEVICE_FLAGS_HELP
-    "  --json                   print an array of results (llama-bench -o json field names)\n",
+    "  --json                   print an array of results (llama-bench -o json field names)\n"
+    "Batched mode, as llama-batched-bench: for each PP, TG, PL of the lists, PL sequences of PP\n"
+    "prompt tokens in one batch, then TG steps of PL tokens (one per sequence); once each.\n"
+    "  -npl, --parallel PL,...  sequences decoded together (default 1)\n"
+    "  -npp PP,...              prompt tokens per sequence (default 128)\n"
+    "  -ntg TG,...              generated tokens per sequence (default 128)\n",
     run,
 };
 

@@ -36,13 +36,17 @@ double Sampler::uniform() {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+    const bool penalize = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+    // Plain greedy reads the logits where they are: the same pick as the candidate path below
+    // (first of the largest), without copying n_vocab candidates per token.
+    if (params_.temperature <= 0.0f && params_.logit_bias.empty() && (!penalize || params_.penalty_last_n == 0 || recent_.empty()))
+        return argmax(logits.first(static_cast<size_t>(n_vocab_)));
     candidates_.resize(n_vocab_);
     for (int64_t i = 0; i < n_vocab_; ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
     for (const auto& [id, bias] : params_.logit_bias) candidates_[id].logit += bias;
 
     // Penalties. ref: CTRL (arXiv:1909.05858) for the repetition penalty; OpenAI API docs for
     // presence / frequency.
-    const bool penalize = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
     if (penalize && params_.penalty_last_n > 0) {
         std::map<int32_t, int> counts;
         const size_t n = std::min(recent_.size(), static_cast<size_t>(params_.penalty_last_n));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's CPU tools (llama-bench, llama-quantize, llama-server, llama-completion) as a
-# benchmark PEER for scripts/bench-cpu.sh. llama.cpp is never a dependency of deskside: nothing in
+# Builds llama.cpp's CPU tools (llama-bench, llama-quantize, llama-server, llama-completion,
+# llama-batched-bench) as a benchmark PEER for scripts/bench-cpu.sh, scripts/bench-server.sh and
+# `deskside bench -npl`. llama.cpp is never a dependency of deskside: nothing in
 # the repository links to it, and everything lives in the cache outside the repository.
 #
 # Source: the llama-cpp-python source distribution on PyPI, which vendors llama.cpp under
@@ -15,7 +16,7 @@ jobs=2
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "build-llama-cpp.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -23,7 +24,7 @@ done
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
 peer_dir="${DESKSIDE_PEER_DIR:-$HOME/.cache/deskside/peer}"
 # Only what the benchmark needs; bench and quantize first, since they are the ones bench-cpu.sh uses.
-targets="${DESKSIDE_PEER_TARGETS:-llama-bench llama-quantize llama-server llama-completion}"
+targets="${DESKSIDE_PEER_TARGETS:-llama-bench llama-quantize llama-server llama-completion llama-batched-bench}"
 python="${repo_root}/.venv/bin/python"
 [[ -x "$python" ]] || python=python3
 mkdir -p "$peer_dir"

@@ -1,5 +1,8 @@
-// CPU causal attention over the paged KV cache, one task per (query row, head), split across
-// the thread pool.
+// CPU causal attention over the paged KV cache, split across the thread pool in tasks of one
+// query row and the query heads that share a KV head (grouped-query attention): each K and V row
+// of the cache is read, and V widened to F32, once for all of them. Every head still runs its own
+// loop in position order with its own max, sum and accumulator, so the bits do not depend on how
+// heads are grouped into tasks.
 //
 // The arithmetic follows llama.cpp's CPU flash attention for one query row (the path its
 // reference runs took: prompts shorter than its 64-row tile, then one token per step), because
@@ -103,57 +106,74 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
     const auto accumulate = simd ? attn_accumulate_avx2 : attn_accumulate;
     const auto widen_f16 = simd ? attn_f16_to_f32_avx2 : attn_f16_to_f32;
     const bool f16_acc = kv.v.type == quant::TypeId::F16;
-    // Per thread: q in the dot type (bytes, counted in floats, with room for block headers), one
-    // V head as F32, the accumulator.
+    // Heads per task: the whole group unless that leaves threads without work (one decoding
+    // sequence of a model with one KV head); then the group is halved while it divides evenly.
+    int64_t heads_per_task = group;
+    const int64_t min_tasks = 2 * static_cast<int64_t>(pool_.size());
+    while (heads_per_task % 2 == 0 && q.ne1 * (p.n_head / heads_per_task) < min_tasks) heads_per_task /= 2;
+    const int64_t tasks_per_row = p.n_head / heads_per_task;
+    // Per thread: one V row as F32, then per head of a task: q in the dot type (bytes, counted in
+    // floats, with room for block headers), the accumulator, the running max and sum.
     const int64_t q_floats = p.head_dim + 16;
-    const int64_t per_thread = q_floats + 2 * p.head_dim_v;
+    const int64_t per_head = q_floats + p.head_dim_v + 2;
+    const int64_t per_thread = p.head_dim_v + heads_per_task * per_head;
     const size_t needed = static_cast<size_t>(per_thread) * pool_.size();
     if (attention_scratch_.size() < needed) attention_scratch_.resize(needed);
 
     int64_t max_visible = 1;
     for (const AttentionQuery& aq : queries) max_visible = std::max<int64_t>(max_visible, aq.pos + 1);
     if (p.window > 0) max_visible = std::min(max_visible, p.window);
-    for_each(q.ne1 * p.n_head, max_visible * (p.head_dim + p.head_dim_v), [&](int64_t task, int thread) {
-        const int64_t t = task / p.n_head, h = task % p.n_head, hk = h / group;
+    const int64_t cost = max_visible * (p.head_dim + p.head_dim_v) * heads_per_task;
+    for_each(q.ne1 * tasks_per_row, cost, [&](int64_t task, int thread) {
+        const int64_t t = task / tasks_per_row, h0 = task % tasks_per_row * heads_per_task, hk = h0 / group;
         const AttentionQuery& aq = queries[t];
-        float* qq = attention_scratch_.data() + thread * per_thread;
-        float* vrow = qq + q_floats;
-        float* acc = vrow + p.head_dim_v;
+        float* vrow = attention_scratch_.data() + thread * per_thread;
+        float* head_scratch = vrow + p.head_dim_v;
+        const auto qq = [&](int64_t j) { return head_scratch + j * per_head; };
+        const auto acc = [&](int64_t j) { return qq(j) + q_floats; };
+        const auto max_score = [&](int64_t j) -> float& { return acc(j)[p.head_dim_v]; };
+        const auto sum = [&](int64_t j) -> float& { return acc(j)[p.head_dim_v + 1]; };
 
-        const float* qh = host_f32_row(q, t) + h * p.head_dim;
-        const void* qdot = qh;
-        if (q_to_dot_type) {
-            q_to_dot_type(qh, qq, p.head_dim);
-            qdot = qq;
+        const float* q_row = host_f32_row(q, t);
+        for (int64_t j = 0; j < heads_per_task; ++j) {
+            const float* qh = q_row + (h0 + j) * p.head_dim;
+            if (q_to_dot_type) q_to_dot_type(qh, qq(j), p.head_dim);
+            else std::copy(qh, qh + p.head_dim, qq(j));
+            std::fill(acc(j), acc(j) + p.head_dim_v, 0.0f);
+            max_score(j) = -std::numeric_limits<float>::infinity();
+            sum(j) = 0;
         }
         const int64_t first = p.window > 0 ? std::max<int64_t>(0, aq.pos - p.window + 1) : 0;
         const auto cache_row = [&](int64_t pos) { return aq.blocks[pos / kv.block_size] * kv.block_size + pos % kv.block_size; };
 
-        std::fill(acc, acc + p.head_dim_v, 0.0f);
-        float max_score = -std::numeric_limits<float>::infinity();
-        float sum = 0;
         for (int64_t pos = first; pos <= aq.pos; ++pos) {
-            const uint8_t* kh = host_row(kv.k, cache_row(pos)) + hk * k_head_bytes;
-            const float dot = f16_k ? dot_f16(p.head_dim, reinterpret_cast<const uint16_t*>(kh), static_cast<const uint16_t*>(qdot))
-                                    : k_dot(p.head_dim, kh, qdot);
-            const float s = dot * p.scale;
-            float ms = 1.0f, vs = 1.0f;  // rescale of the running sums, weight of this V
-            if (s > max_score) {
-                ms = std::exp(max_score - s);
-                max_score = s;
-                scale_acc(acc, p.head_dim_v, ms, f16_acc);
-            } else {
-                vs = std::exp(s - max_score);
-            }
-            const uint8_t* vh = host_row(kv.v, cache_row(pos)) + hk * v_head_bytes;
+            const int64_t row = cache_row(pos);
+            const uint8_t* kh = host_row(kv.k, row) + hk * k_head_bytes;
+            const uint8_t* vh = host_row(kv.v, row) + hk * v_head_bytes;
             if (f16_acc) widen_f16(reinterpret_cast<const uint16_t*>(vh), vrow, p.head_dim_v);
             else vt->to_float(vh, vrow, p.head_dim_v);
-            accumulate(acc, vrow, vs, p.head_dim_v, f16_acc);
-            sum = sum * ms + vs;
+            for (int64_t j = 0; j < heads_per_task; ++j) {
+                const float dot = f16_k ? dot_f16(p.head_dim, reinterpret_cast<const uint16_t*>(kh),
+                                                  reinterpret_cast<const uint16_t*>(qq(j)))
+                                        : k_dot(p.head_dim, kh, qq(j));
+                const float s = dot * p.scale;
+                float ms = 1.0f, vs = 1.0f;  // rescale of the running sums, weight of this V
+                if (s > max_score(j)) {
+                    ms = std::exp(max_score(j) - s);
+                    max_score(j) = s;
+                    scale_acc(acc(j), p.head_dim_v, ms, f16_acc);
+                } else {
+                    vs = std::exp(s - max_score(j));
+                }
+                accumulate(acc(j), vrow, vs, p.head_dim_v, f16_acc);
+                sum(j) = sum(j) * ms + vs;
+            }
         }
-        const float inv = 1.0f / sum;
-        float* o = host_f32_row(out, t) + h * p.head_dim_v;
-        for (int64_t d = 0; d < p.head_dim_v; ++d) o[d] = acc[d] * inv;
+        for (int64_t j = 0; j < heads_per_task; ++j) {
+            const float inv = 1.0f / sum(j);
+            float* o = host_f32_row(out, t) + (h0 + j) * p.head_dim_v;
+            for (int64_t d = 0; d < p.head_dim_v; ++d) o[d] = acc(j)[d] * inv;
+        }
     });
 }
 
