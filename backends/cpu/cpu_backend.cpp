@@ -1,15 +1,34 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 namespace deskside::backends::cpu {
 
 namespace {
 // Rows handed to SIMD kernels start on a cache line.
 constexpr size_t kAlignment = 64;
+// How long idle pool threads spin before sleeping: DESKSIDE_CPU_SPIN_US, else the pool's
+// default. Spinning pays on a quiet machine and costs on a crowded one (thread_pool.h), so the
+// choice is the user's, as llama.cpp's --poll is.
+int spin_us_from_env() {
+    constexpr int kMaxSpinUs = 10000;
+    const char* env = std::getenv("DESKSIDE_CPU_SPIN_US");
+    if (env == nullptr || *env == '\0') return ThreadPool::kDefaultSpinUs;
+    const std::string_view text(env);
+    int us = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), us);
+    if (ec != std::errc() || end != text.data() + text.size() || us < 0 || us > kMaxSpinUs)
+        throw std::runtime_error("DESKSIDE_CPU_SPIN_US=" + std::string(text) + ": expected a whole number of microseconds in [0, " +
+                                 std::to_string(kMaxSpinUs) + "]");
+    return us;
+}
+
 }  // namespace
 
 HostBuffer::~HostBuffer() {
@@ -20,7 +39,7 @@ uint8_t* host_row(const Tensor& t, int64_t row) {
     return static_cast<HostBuffer*>(t.buffer)->data() + t.offset + static_cast<size_t>(row) * t.row_stride;
 }
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : physical_cores()) {}
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : physical_cores(), spin_us_from_env()) {}
 
 std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;

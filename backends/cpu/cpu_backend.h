@@ -35,7 +35,8 @@ inline float* host_f32_row(const Tensor& t, int64_t row = 0) { return reinterpre
 
 class CpuBackend final : public Backend {
    public:
-    // n_threads <= 0 means one per physical core.
+    // n_threads <= 0 means one per physical core. DESKSIDE_CPU_SPIN_US (microseconds, 0-10000)
+    // sets how long idle pool threads spin before sleeping; a bad value throws runtime_error.
     explicit CpuBackend(int n_threads = 0);
     std::string name() const override { return "cpu"; }
     int n_threads() const { return pool_.size(); }

@@ -3,6 +3,12 @@
 // The caller thread takes part in every loop, so a pool of n threads starts n - 1 workers.
 // Tasks are handed out by an atomic counter; which thread runs a task never changes what the
 // task computes, so results do not depend on the thread count.
+//
+// Idle threads (workers waiting for a loop, the caller waiting for the last worker) may spin
+// for a bounded time before sleeping on a condition variable: a futex wake-up costs each of the
+// ~200 loops of a decoded token several microseconds on a quiet machine, but on an
+// oversubscribed one a spinning thread takes the core that the thread with work needs
+// (docs/PERFORMANCE.md has both measurements).
 #pragma once
 
 #include <atomic>
@@ -17,7 +23,8 @@ namespace deskside::backends::cpu {
 
 class ThreadPool {
    public:
-    explicit ThreadPool(int n_threads);
+    // spin_us: how long an idle thread polls before it sleeps (0: sleep at once).
+    explicit ThreadPool(int n_threads, int spin_us = kDefaultSpinUs);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,18 +34,26 @@ class ThreadPool {
     // in [0, size()) and identifies per-thread scratch. Not reentrant.
     void run(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
+    static constexpr int kDefaultSpinUs = 0;
+
    private:
     void worker(int thread);
+    // Polls `done` for up to spin_us_; true if it became true.
+    template <class Pred>
+    bool spin_until(Pred done) const;
     void drain(int thread);
 
     int n_threads_;
+    int spin_us_;
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable start_cv_;
     std::condition_variable done_cv_;
-    uint64_t generation_ = 0;
-    int busy_ = 0;
-    bool stop_ = false;
+    // generation_ and stop_ change under mutex_, so that no sleeper misses a change; busy_ drops
+    // without it (the worker then takes the lock, see worker()). Spinners read all three bare.
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> busy_{0};
+    std::atomic<bool> stop_{false};
     const std::function<void(int64_t, int)>* fn_ = nullptr;
     int64_t n_tasks_ = 0;
     std::atomic<int64_t> next_{0};

@@ -8,6 +8,9 @@
 //   llama.cpp x86 rounding the reference-logit tests rely on), ties and zero blocks included.
 // - CpuBackend::matmul over a batch spanning several task blocks equals, per token, the same
 //   matmul run on that token alone.
+// - A one-token matmul (decoding, with its weight-row prefetch) equals best_vec_dot row by row,
+//   and a thread pool that spins (DESKSIDE_CPU_SPIN_US) computes the same bits as one that
+//   sleeps; a bad DESKSIDE_CPU_SPIN_US is an error naming the variable.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -20,6 +23,7 @@
 #include "backends/cpu/dot_kernels.h"
 #include "backends/cpu/gemm_kernels.h"
 #include "op_harness.h"
+#include "support/scoped_env.h"
 #include "quant/activation_quant.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
@@ -212,4 +216,43 @@ TEST_CASE("CPU matmul over a multi-block batch equals each token computed alone"
         }
         CHECK(differing_tokens == 0);
     }
+}
+
+TEST_CASE("CPU decode matmul equals best_vec_dot per row, with a sleeping or a spinning pool", "[cpu]") {
+    using deskside::test::DeviceTensor;
+    for (const char* spin : {"0", "50"}) {
+        deskside::test::ScopedEnv env("DESKSIDE_CPU_SPIN_US", spin);
+        cpu::CpuBackend be(2);
+        for (TypeId type : {TypeId::Q4_0, TypeId::Q8_0, TypeId::Q4_K, TypeId::Q6_K, TypeId::Q4_1}) {
+            INFO("spin " << spin << " us, " << q::type_info(type).name);
+            // 1000 rows: many tasks, so both threads run and every row but the last prefetches.
+            const int64_t k = 512, n_out = 1000;
+            DeviceTensor w(be, type, k, n_out, deskside::test::random_values(k * n_out, 31));
+            const std::vector<float> xv = deskside::test::random_values(k, 32, -2.0f, 2.0f);
+            DeviceTensor x(be, TypeId::F32, k, 1, xv);
+            DeviceTensor y(be, TypeId::F32, n_out, 1);
+            for (int step = 0; step < 3; ++step) be.matmul(w.t(), x.t(), y.t());  // several pool loops
+            CHECK(y.guard_intact());
+            const q::TypeId dot_type = q::quant_traits(type)->vec_dot_type;
+            std::vector<uint8_t> a(q::row_bytes(dot_type, k));
+            cpu::best_activation_quantizer(dot_type)(xv.data(), a.data(), k);
+            const std::vector<float> got = y.values();
+            int mismatches = 0;
+            for (int64_t r = 0; r < n_out; ++r) {
+                const float want = cpu::best_vec_dot(type)(k, cpu::host_row(w.t(), r), a.data());
+                if (std::memcmp(&want, &got[r], sizeof(float)) != 0) ++mismatches;
+            }
+            CHECK(mismatches == 0);
+        }
+    }
+}
+
+TEST_CASE("DESKSIDE_CPU_SPIN_US must be a whole number of microseconds", "[cpu]") {
+    for (const char* bad : {"abc", "-1", "20000", "5us", " 5"}) {
+        INFO(bad);
+        deskside::test::ScopedEnv env("DESKSIDE_CPU_SPIN_US", bad);
+        CHECK_THROWS_WITH(cpu::CpuBackend(2), Catch::Contains("DESKSIDE_CPU_SPIN_US=" + std::string(bad)));
+    }
+    deskside::test::ScopedEnv env("DESKSIDE_CPU_SPIN_US", "10000");
+    CHECK_NOTHROW(cpu::CpuBackend(2));
 }
