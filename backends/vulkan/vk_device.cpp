@@ -1,8 +1,12 @@
 #include "backends/vulkan/vk_device.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "backends/vulkan/vk_check.h"
 
@@ -118,7 +122,13 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
     c.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
 
+    // The integer dot product is core in 1.3, an extension before; either way the feature bit
+    // says whether shaders may use it.
+    const bool dot_available =
+        c.api_version >= VK_API_VERSION_1_3 || has_extension(physical, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    if (dot_available) f12.pNext = &dot;
     VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     f11.pNext = &f12;
     VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -128,7 +138,7 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
     c.int8 = f12.shaderInt8;
     c.storage8 = f12.storageBuffer8BitAccess;
     c.storage16 = f11.storageBuffer16BitAccess;
-    c.int8_dot = c.api_version >= VK_API_VERSION_1_3 || has_extension(physical, "VK_KHR_shader_integer_dot_product");
+    c.int8_dot = dot_available && dot.shaderIntegerDotProduct;
 
     VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
     VkPhysicalDeviceMemoryProperties2 mem{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
@@ -144,7 +154,30 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
         }
     }
     find_compute_queue(physical, &c.compute_queue_family);
+    apply_disabled_features(c);
     return c;
+}
+
+void apply_disabled_features(DeviceCaps& caps) {
+    const char* env = std::getenv("DESKSIDE_VULKAN_DISABLE");
+    if (env == nullptr) return;
+    const std::string_view list(env);
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t end = std::min(list.find(',', begin), list.size());
+        const std::string_view name = list.substr(begin, end - begin);
+        if (name == "int8-dot") {
+            caps.int8_dot = false;
+        } else if (name == "subgroup") {
+            caps.subgroup_arithmetic = false;
+        } else if (name == "storage16") {
+            caps.storage16 = false;
+        } else if (!name.empty()) {
+            throw std::invalid_argument("DESKSIDE_VULKAN_DISABLE='" + std::string(list) + "': unknown feature '" +
+                                        std::string(name) + "' (expected a comma-separated list of int8-dot, subgroup, storage16)");
+        }
+        begin = end + 1;
+    }
 }
 
 VulkanDevice::VulkanDevice(VkPhysicalDevice physical, DeviceCaps caps) : physical_(physical), caps_(std::move(caps)) {
@@ -162,7 +195,8 @@ VulkanDevice::VulkanDevice(VkPhysicalDevice physical, DeviceCaps caps) : physica
     features.pNext = &f11;
 
     std::vector<const char*> extensions;
-    if (caps_.int8_dot && caps_.api_version < VK_API_VERSION_1_3) extensions.push_back("VK_KHR_shader_integer_dot_product");
+    if (caps_.int8_dot && caps_.api_version < VK_API_VERSION_1_3)
+        extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
     if (caps_.has_memory_budget) extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     // Core in 1.3; the shaders only need the feature struct when they use dot products.
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};

@@ -34,7 +34,7 @@ struct DeviceCaps {
     bool storage16 = false;     // storageBuffer16BitAccess
     bool storage8 = false;      // storageBuffer8BitAccess
     bool int8 = false;          // shaderInt8
-    bool int8_dot = false;      // VK_KHR_shader_integer_dot_product (or core 1.3)
+    bool int8_dot = false;      // shaderIntegerDotProduct (VK_KHR_shader_integer_dot_product or core 1.3)
     bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
     uint32_t subgroup_size = 0;
     // Limits the ops respect.
@@ -47,7 +47,14 @@ struct DeviceCaps {
     uint32_t max_push_constants = 0;
 };
 
+// The device's capabilities, less the features DESKSIDE_VULKAN_DISABLE turns off (so the
+// backend and `deskside devices` see only what the shaders will use).
 DeviceCaps query_caps(VkPhysicalDevice physical);
+
+// Clears the features named in DESKSIDE_VULKAN_DISABLE, a comma-separated list of int8-dot,
+// subgroup and storage16 (tests use it to run the fallback kernels on a device that has the
+// features). Throws std::invalid_argument naming an unknown entry.
+void apply_disabled_features(DeviceCaps& caps);
 
 // A logical device with one compute queue and the useful optional features enabled.
 class VulkanDevice {

@@ -1,5 +1,8 @@
-// Backend::matmul on Vulkan: splits y = W x into dispatches of shaders/matmul.comp whose
-// bindings fit the device's maxStorageBufferRange, and picks the tile shape per dispatch.
+// Backend::matmul on Vulkan: splits y = W x into dispatches whose bindings fit the device's
+// maxStorageBufferRange, and picks the kernel per weight type and the tile shape per dispatch.
+//
+// Kernels (matmul_variant): integer dot products on activations quantized like the CPU's for the
+// quantized types, F32 activations and dequantized weights for F32, F16 and BF16.
 //
 // The tile shape only decides how much work one workgroup does; every shape computes an output
 // with the same arithmetic in the same order (see shaders/matmul.comp), so a column's result does
@@ -13,11 +16,12 @@
 #include <string>
 
 #include "backends/vulkan/vk_backend.h"
+#include "quant/quant.h"
 
 namespace deskside::backends::vulkan {
 namespace {
 
-// Push constants of shaders/matmul.comp, in its order.
+// Push constants of shaders/matmul.comp and matmul_q8.comp, in their order.
 struct MatmulParams {
     uint32_t k, n_rows, n_cols;
     uint32_t w_offset, w_stride;  // bytes
@@ -47,6 +51,19 @@ uint32_t to_u32(uint64_t v, const char* what) {
 }
 
 uint32_t ceil_div(int64_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// The shader variant for W's type on this device: the integer-dot kernels for the types whose
+// activations the CPU quantizes to Q8_0/Q8_1 (matmul_q8.comp) or Q8_K (matmul_q8k.comp), with
+// SPV_KHR_integer_dot_product where the device has it; matmul.comp for F32, F16 and BF16.
+std::string matmul_variant(const VulkanBackend& be, quant::TypeId type, const char* suffix) {
+    const quant::QuantTraits* traits = quant::quant_traits(type);
+    const quant::TypeId act = traits ? traits->vec_dot_type : quant::TypeId::F32;
+    const bool dot = be.caps().int8_dot;
+    if (act == quant::TypeId::Q8_0 || act == quant::TypeId::Q8_1)
+        return std::string(dot ? "matmul_q8dot_" : "matmul_q8_") + suffix;
+    if (act == quant::TypeId::Q8_K) return std::string(dot ? "matmul_q8kdot_" : "matmul_q8k_") + suffix;
+    return std::string("matmul_") + suffix;
+}
 
 }  // namespace
 
@@ -99,7 +116,7 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
     // per row range as the sub-view of those rows, never larger than its whole columns.
     const int64_t rows_step = be.rows_per_binding(w);
     const int64_t cols_step = std::min(be.rows_per_binding(x), be.rows_per_binding(y));
-    const std::string variant = std::string("matmul_") + suffix;
+    const std::string variant = matmul_variant(be, w.type, suffix);
     for (int64_t c0 = 0; c0 < m; c0 += cols_step) {
         const int64_t nc = std::min(cols_step, m - c0);
         const TileShape shape = nc == 1 ? kMatvecTile : kMatmulTile;

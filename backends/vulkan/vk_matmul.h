@@ -1,12 +1,14 @@
 // The Vulkan weight ops: matmul (y = W x) and get_rows for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS weights, recorded into a VulkanBackend's command buffer.
 //
-// Both dequantize the weights in the shader (shaders/dequant.glsl) to exactly quant::to_float's
-// values; activations stay F32 (no Q8 quantization of x as the CPU backend does for llama.cpp
-// parity), so a Vulkan output is the dot of x with the dequantized row, rounded in a fixed order
-// that does not depend on the number of columns (DESIGN.md key decision 5; see
-// shaders/matmul.comp). Tensors larger than one storage-buffer binding (maxStorageBufferRange)
-// are processed in row ranges that fit.
+// Quantized weights are multiplied as the CPU backend and llama.cpp do: activations quantized to
+// the type's vec_dot_type with the CPU's bytes (Q8_0, Q8_1 for Q4_1/Q5_1: shaders/matmul_q8.comp;
+// Q8_K for the K-quants and IQ4_XS: shaders/matmul_q8k.comp), integer dot products per block,
+// scaled in float. F32, F16 and BF16 weights are dequantized in the shader (shaders/dequant.glsl;
+// get_rows too, to exactly quant::to_float's values) and dotted with F32 activations
+// (shaders/matmul.comp). Either way an output is rounded in a fixed order
+// that does not depend on the number of columns (DESIGN.md key decision 5). Tensors larger than
+// one storage-buffer binding (maxStorageBufferRange) are processed in row ranges that fit.
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,9 @@
 namespace deskside::backends::vulkan {
 namespace {
 
-// One workgroup per row; a power of two (the shader's reduction tree needs it).
+// One workgroup per row; a power of two (the shader's reduction tree needs it). The reduction
+// (subgroup operations or the shared-memory tree, shaders/rownorm.comp) depends only on the
+// device, so every row count rounds alike.
 constexpr uint32_t kRowGroup = 256;
 
 struct RowNormPush {
@@ -47,7 +49,8 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
         require(weight.ne0 == x.ne0, "rms_norm", "weight " + shape_of(weight) + " does not match x " + shape_of(x));
     }
     if (x.ne1 == 0) return;
-    const Pipeline& p = pipeline("rms_norm", 3, sizeof(RowNormPush), {kRowGroup});
+    const char* variant = caps().subgroup_arithmetic ? "rms_norm_sg" : "rms_norm";
+    const Pipeline& p = pipeline(variant, 3, sizeof(RowNormPush), {kRowGroup});
     const Binding bw = weight.empty() ? Binding{} : bind_rows(weight, 0, 1, Access::Read);
     for_row_chunks(*this, x.ne1, {&x, &y}, [&](int64_t first, int64_t n) {
         const Binding bx = bind_rows(x, first, n, Access::Read);
@@ -64,7 +67,8 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
 void VulkanBackend::softmax(const Tensor& x) {
     require_f32(x, "softmax", "x");
     if (x.ne1 == 0) return;
-    const Pipeline& p = pipeline("softmax", 1, sizeof(RowNormPush), {kRowGroup});
+    const char* variant = caps().subgroup_arithmetic ? "softmax_sg" : "softmax";
+    const Pipeline& p = pipeline(variant, 1, sizeof(RowNormPush), {kRowGroup});
     for_row_chunks(*this, x.ne1, {&x}, [&](int64_t first, int64_t n) {
         const Binding bx = bind_rows(x, first, n, Access::ReadWrite);
         const RowNormPush push{static_cast<uint32_t>(x.ne0), static_cast<uint32_t>(n),

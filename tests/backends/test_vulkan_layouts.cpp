@@ -2,12 +2,17 @@
 // quant/blocks.h: for every quantized weight type, shaders/dequant_layout.comp reads each field of
 // the second of two random blocks through dequant.glsl's offsets and accessors, and the values
 // must equal the C++ struct's fields (block size included), so neither side can drift alone.
+// Likewise the integer-dot matmul's activation quantizer (shaders/act_quant.glsl, through
+// act_quant_probe.comp) must write the CPU quantizers' bytes (quant::activation_from_float).
 // Needs the backend's recording interface, so it is compiled only with the Vulkan backend; without
 // a Vulkan device it WARNs and returns.
 #include <catch2/catch.hpp>
 
 #if DESKSIDE_HAS_VULKAN
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -17,6 +22,7 @@
 #include "backends/vulkan/vk_backend.h"
 #include "backends/vulkan/vk_matmul.h"
 #include "op_harness.h"
+#include "quant/activation_quant.h"
 #include "quant/blocks.h"
 
 namespace deskside::backends {
@@ -137,11 +143,113 @@ TEST_CASE("vulkan shaders read every block field where quant/blocks.h puts it", 
     }
 }
 
+TEST_CASE("vulkan activation quantizers write the CPU's Q8_0, Q8_1 and Q8_K bytes", "[vulkan]") {
+    auto be = test::vulkan_or_skip();
+    if (!be) return;
+    auto* vk = dynamic_cast<vulkan::VulkanBackend*>(be.get());
+    REQUIRE(vk);
+    // Blocks of random values at magnitudes from 2^-40 to 2^25 (F16 subnormal and overflowing
+    // scales included), blocks whose products x * 127 / amax are exact ties (127 / amax = 1 and
+    // 2), a zero block and a block led by a negative value.
+    constexpr int kBlock = quant::kQK;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f), exponent(-40.0f, 25.0f);
+    std::vector<float> x;
+    for (int b = 0; b < 4000; ++b) {
+        const float scale = std::exp2(exponent(rng));
+        for (int j = 0; j < kBlock; ++j) x.push_back(unit(rng) * scale);
+    }
+    for (const float amax : {127.0f, 63.5f}) {
+        x.push_back(amax);
+        for (int j = 1; j < kBlock; ++j) x.push_back(static_cast<float>(j - 16) * (amax / 127.0f) + 0.5f * (amax / 127.0f));
+    }
+    for (int j = 0; j < kBlock; ++j) x.push_back(0.0f);
+    for (int j = 0; j < kBlock; ++j) x.push_back(j == 3 ? -2.5f : 0.01f * static_cast<float>(j));
+    const int n_blocks = static_cast<int>(x.size()) / kBlock;
+
+    auto in = vk->alloc(x.size() * 4);
+    vk->upload(*in, 0, x.data(), x.size() * 4);
+    auto out = vk->alloc(static_cast<size_t>(n_blocks) * 11 * 4);
+    const Tensor x_t = make_tensor(in.get(), 0, TypeId::F32, static_cast<int64_t>(x.size()), 1);
+    const Tensor probe_t = make_tensor(out.get(), 0, TypeId::F32, int64_t{n_blocks} * 11, 1);
+    const auto& pipe = vk->pipeline("act_quant_probe", 2, 8);
+    for (const TypeId type : {TypeId::Q8_0, TypeId::Q8_1}) {
+        INFO(quant::type_info(type).name);
+        const bool q8_1 = type == TypeId::Q8_1;
+        const uint32_t push[2] = {static_cast<uint32_t>(n_blocks), q8_1 ? 1u : 0u};  // probe mode
+        vk->dispatch(pipe, {vk->bind(x_t, vulkan::Access::Read), vk->bind(probe_t, vulkan::Access::Write)}, push,
+                     vulkan::Groups{static_cast<uint32_t>((n_blocks + 63) / 64), 1});
+        std::vector<uint32_t> got(static_cast<size_t>(n_blocks) * 11);
+        vk->download(*out, 0, got.data(), got.size() * 4);
+
+        std::vector<uint8_t> cpu(quant::row_bytes(type, static_cast<int64_t>(x.size())));
+        quant::activation_from_float(type)(x.data(), cpu.data(), static_cast<int64_t>(x.size()));
+        int wrong_levels = 0, wrong_scales = 0, wrong_quotients = 0;
+        for (int b = 0; b < n_blocks; ++b) {
+            const uint32_t* g = got.data() + 11 * b;
+            const int8_t* qs;
+            uint32_t scales;
+            if (q8_1) {
+                const auto& blk = reinterpret_cast<const quant::BlockQ8_1*>(cpu.data())[b];
+                qs = blk.qs;
+                scales = blk.d | (uint32_t{blk.s} << 16);
+            } else {
+                const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(cpu.data())[b];
+                qs = blk.qs;
+                scales = blk.d;
+            }
+            wrong_levels += std::memcmp(g, qs, kBlock) != 0;
+            wrong_scales += g[8] != scales;
+            float amax = 0;
+            for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(b) * kBlock + j]));
+            const float id = amax != 0 ? 127.f / amax : 0.0f, d = amax / 127.f;
+            wrong_quotients += std::memcmp(&g[9], &id, 4) != 0 || std::memcmp(&g[10], &d, 4) != 0;
+        }
+        CHECK(wrong_levels == 0);
+        CHECK(wrong_scales == 0);
+        CHECK(wrong_quotients == 0);
+    }
+
+    // Q8_K over the same values in blocks of 256, plus one whose largest magnitude appears with
+    // both signs (the first one sets the sign).
+    for (int j = 0; j < quant::kQKK; ++j) x.push_back(j == 7 ? -3.0f : j == 9 ? 3.0f : 0.001f * static_cast<float>(j));
+    const int n_k = static_cast<int>(x.size()) / quant::kQKK;
+    auto in_k = vk->alloc(static_cast<size_t>(n_k) * quant::kQKK * 4);
+    vk->upload(*in_k, 0, x.data() + x.size() - static_cast<size_t>(n_k) * quant::kQKK, static_cast<size_t>(n_k) * quant::kQKK * 4);
+    const std::vector<float> xk(x.end() - static_cast<std::ptrdiff_t>(n_k) * quant::kQKK, x.end());
+    auto out_k = vk->alloc(static_cast<size_t>(n_k) * 66 * 4);
+    const Tensor xk_t = make_tensor(in_k.get(), 0, TypeId::F32, static_cast<int64_t>(xk.size()), 1);
+    const Tensor probe_k = make_tensor(out_k.get(), 0, TypeId::F32, int64_t{n_k} * 66, 1);
+    const uint32_t push[2] = {static_cast<uint32_t>(n_k), 2u};
+    vk->dispatch(pipe, {vk->bind(xk_t, vulkan::Access::Read), vk->bind(probe_k, vulkan::Access::Write)}, push,
+                 vulkan::Groups{static_cast<uint32_t>((n_k + 63) / 64), 1});
+    std::vector<uint32_t> got(static_cast<size_t>(n_k) * 66);
+    vk->download(*out_k, 0, got.data(), got.size() * 4);
+    std::vector<quant::BlockQ8_K> cpu(n_k);
+    quant::activation_from_float(TypeId::Q8_K)(xk.data(), cpu.data(), static_cast<int64_t>(xk.size()));
+    int wrong = 0;
+    for (int b = 0; b < n_k; ++b) {
+        const uint32_t* g = got.data() + 66 * b;
+        float max = 0;
+        for (int j = 0; j < quant::kQKK; ++j)
+            if (std::fabs(xk[static_cast<size_t>(b) * quant::kQKK + j]) > std::fabs(max)) max = xk[static_cast<size_t>(b) * quant::kQKK + j];
+        const float iscale = max != 0 ? -127.f / max : 0.0f;
+        wrong += std::memcmp(g, cpu[b].qs, quant::kQKK) != 0 || std::memcmp(&g[64], &cpu[b].d, 4) != 0 ||
+                 std::memcmp(&g[65], &iscale, 4) != 0;
+    }
+    INFO("Q8_K blocks: " << n_k);
+    CHECK(wrong == 0);
+}
+
 }  // namespace deskside::backends
 
 #else
 
 TEST_CASE("vulkan shaders read every block field where quant/blocks.h puts it", "[vulkan]") {
+    WARN("SKIPPED: this build has no Vulkan backend (DESKSIDE_VULKAN=OFF)");
+}
+
+TEST_CASE("vulkan activation quantizers write the CPU's Q8_0, Q8_1 and Q8_K bytes", "[vulkan]") {
     WARN("SKIPPED: this build has no Vulkan backend (DESKSIDE_VULKAN=OFF)");
 }
 

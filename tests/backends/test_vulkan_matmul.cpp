@@ -1,18 +1,30 @@
 // The Vulkan matmul and get_rows for every weight type (backends/vulkan/vk_matmul.h) against
 // references we did not compute on the GPU: quant::to_float (the scalar dequantizer, bit-exact
-// with llama.cpp), an exact double-precision dot of the dequantized weights, and the CPU backend,
-// on random blocks and on blocks written by llama.cpp's llama-quantize.
+// with llama.cpp), the CPU's activation quantizer (quant::activation_from_float), an exact
+// double-precision dot, and the CPU backend, on random blocks and on blocks written by llama.cpp's
+// llama-quantize.
+//
+// Two kinds of kernel, two references:
+// - quantized types (integer-dot kernels): activations are quantized to the type's vec_dot_type
+//   (Q8_0, Q8_1, Q8_K) with the CPU's bytes, so the reference is llama.cpp's block formula on the
+//   CPU-quantized activations: for Q8_0/Q8_1 evaluated exactly (sum over blocks of
+//   d_w * d_x * sum(level_w * level_x) (+ m_w * s_x)), for Q8_K quant::ref's float vec_dot (its
+//   own rounding, one per super-block and a few, is added to the bound). Against the CPU backend
+//   only the float summation of the block terms differs.
+// - F32, F16, BF16: activations stay F32; the reference is the exact dot of quant::to_float(W)
+//   and x, and against the CPU backend (which rounds x to F16/BF16 for those weights) the outputs
+//   may differ by sum|w_i| * e_i, e_i that rounding.
 //
 // Stated tolerances:
 // - get_rows: bit-identical to quant::to_float (the shader repeats its float operations).
-// - matmul vs the exact dot: |y - exact| <= (ceil(k/32) + 7) * 2^-24 * sum|w_i x_i|, the worst-case
-//   rounding of the shader's summation (each of 32 lanes adds about k/32 products in order, then a
-//   5-level tree; Higham's gamma_n bound for recursive summation).
-// - matmul vs the CPU backend: the CPU rounds activations to the weight type's vec_dot_type
-//   (Q8_0/Q8_1: one step amax(32)/127 per element at most; Q8_K: amax(256)/127; F16/BF16: the
-//   rounding to that type; F32: none) while Vulkan keeps them F32, so outputs may differ by
-//   sum|w_i| * e_i. We allow twice that (the CPU's fp16-rounded Q8_1 block sums and its own
-//   summation order ride in the second half) plus both sides' float summation bounds.
+// - matmul vs the reference: |y - ref| <= (ceil(k/32) + 7) * 2^-24 * sum of |terms| (products
+//   w_i x_i, or the scale and min parts of each block term), the worst-case rounding of the
+//   shader's summation (each of 32 lanes adds about k/1024 block terms or k/32 products in order,
+//   then a 5-level tree; Higham's gamma_n bound for recursive summation, with 3 roundings per
+//   block term).
+// - matmul vs the CPU backend, quantized types: twice that bound (both sides' summation); F32,
+//   F16, BF16: twice the activation-rounding budget plus both sides' float summation bounds.
+// - integer-dot kernel with and without SPV_KHR_integer_dot_product: bit-identical.
 // - batch invariance: a column's outputs are bit-identical whatever the number of columns.
 // Outputs start as NaN (an output the op skips fails) and are followed by guard bytes. Without a
 // Vulkan device each test WARNs and returns.
@@ -34,6 +46,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "models/gguf.h"
 #include "op_harness.h"
+#include "quant/activation_quant.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "support/paths.h"
@@ -131,30 +144,167 @@ class RawTensor {
     Tensor tensor_;
 };
 
-// The worst ratio |y - exact| / bound over all outputs, with bound = (ceil(k/32) + 7) * u *
-// sum|w x| (see the top of the file); infinity when an output is NaN.
-double worst_ratio_to_exact(const Weights& w, const std::vector<float>& x, int64_t m, const std::vector<float>& y) {
+// Types whose Vulkan kernel quantizes activations (shaders/matmul_q8.comp, matmul_q8k.comp):
+// every quantized weight type.
+bool quantizes_activations(TypeId t) {
+    const TypeId act = quant::quant_traits(t)->vec_dot_type;
+    return act == TypeId::Q8_0 || act == TypeId::Q8_1 || act == TypeId::Q8_K;
+}
+
+// The value of each output (column-major, like y) and the sum of the magnitudes of the terms
+// the kernel rounds, for the kernel the type uses (see the top of the file). `exact` is exact
+// but for the K-quants, where it is llama.cpp's float vec_dot, whose own rounding adds
+// `ref_terms` roundings to the bound.
+struct Reference {
+    std::vector<double> exact, magnitude;
+    int64_t ref_terms = 0;
+};
+
+// K-quants and IQ4_XS: quant::ref's vec_dot (llama.cpp's formula and order, in float) on the
+// CPU's Q8_K activations. The magnitude sums |d sc q_j x_j| + |dmin m x_j| per element: the
+// weights' values with the level bits cleared are the mins alone (-dmin m).
+Reference reference_q8k(const Weights& w, const std::vector<float>& x, int64_t m) {
     const int64_t k = w.k;
-    double worst = 0;
+    Reference ref{std::vector<double>(w.n * m), std::vector<double>(w.n * m), k / quant::kQKK + 4};
+    const quant::QuantTraits& traits = *quant::quant_traits(w.type);
+    std::vector<uint8_t> no_levels = w.bytes;  // the level bits cleared: mins alone
+    const size_t block = quant::type_info(w.type).block_bytes;
+    for (size_t at = 0; at < no_levels.size(); at += block) {
+        if (w.type == TypeId::Q2_K)
+            std::memset(no_levels.data() + at + offsetof(quant::BlockQ2_K, qs), 0, sizeof(quant::BlockQ2_K::qs));
+        if (w.type == TypeId::Q4_K)
+            std::memset(no_levels.data() + at + offsetof(quant::BlockQ4_K, qs), 0, sizeof(quant::BlockQ4_K::qs));
+        if (w.type == TypeId::Q5_K)
+            std::memset(no_levels.data() + at + offsetof(quant::BlockQ5_K, qh), 0,
+                        sizeof(quant::BlockQ5_K::qh) + sizeof(quant::BlockQ5_K::qs));
+    }
+    const bool has_mins = w.type == TypeId::Q2_K || w.type == TypeId::Q4_K || w.type == TypeId::Q5_K;
+    std::vector<float> mins(k * w.n, 0.0f);
+    if (has_mins) traits.to_float(no_levels.data(), mins.data(), k * w.n);
+    std::vector<uint8_t> xq(quant::row_bytes(TypeId::Q8_K, k));
+    std::vector<float> xd(k);
     for (int64_t c = 0; c < m; ++c) {
+        quant::activation_from_float(TypeId::Q8_K)(x.data() + c * k, xq.data(), k);
+        quant::quant_traits(TypeId::Q8_K)->to_float(xq.data(), xd.data(), k);
         for (int64_t r = 0; r < w.n; ++r) {
-            double exact = 0, magnitude = 0;
+            ref.exact[c * w.n + r] = traits.vec_dot(k, w.bytes.data() + r * w.row_bytes(), xq.data());
+            double magnitude = 0;
             for (int64_t i = 0; i < k; ++i) {
-                const double p = static_cast<double>(w.values[r * k + i]) * x[c * k + i];
-                exact += p;
-                magnitude += std::fabs(p);
+                const double min = mins[r * k + i], scaled = static_cast<double>(w.values[r * k + i]) - min;
+                magnitude += (std::fabs(scaled) + std::fabs(min)) * std::fabs(xd[i]);
             }
-            const float got = y[c * w.n + r];
-            if (std::isnan(got)) return INFINITY;
-            const double bound = static_cast<double>((k + 31) / 32 + 7) * kUnitRoundoff * magnitude;
-            const double err = std::fabs(got - exact);
-            if (err > 0) worst = std::max(worst, bound > 0 ? err / bound : INFINITY);
+            ref.magnitude[c * w.n + r] = magnitude;
         }
+    }
+    return ref;
+}
+
+// Element j's level (0..15 or 0..31) and the min of block `b` of a Q4_1/Q5_1 row.
+int min_type_level(TypeId t, const uint8_t* row, int64_t b, int j, double* m) {
+    const size_t bytes = quant::type_info(t).block_bytes;
+    const uint8_t* blk = row + b * bytes;
+    uint16_t mh;
+    std::memcpy(&mh, blk + 2, 2);
+    *m = quant::fp16_to_fp32(mh);
+    const uint8_t* qs = blk + (t == TypeId::Q4_1 ? offsetof(quant::BlockQ4_1, qs) : offsetof(quant::BlockQ5_1, qs));
+    int level = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    if (t == TypeId::Q5_1) {
+        uint32_t qh;
+        std::memcpy(&qh, blk + offsetof(quant::BlockQ5_1, qh), 4);
+        level |= static_cast<int>((qh >> j) & 1) << 4;
+    }
+    return level;
+}
+
+Reference reference(const Weights& w, const std::vector<float>& x, int64_t m) {
+    const int64_t k = w.k;
+    Reference ref{std::vector<double>(w.n * m), std::vector<double>(w.n * m)};
+    if (!quantizes_activations(w.type)) {
+        for (int64_t c = 0; c < m; ++c)
+            for (int64_t r = 0; r < w.n; ++r) {
+                double exact = 0, magnitude = 0;
+                for (int64_t i = 0; i < k; ++i) {
+                    const double p = static_cast<double>(w.values[r * k + i]) * x[c * k + i];
+                    exact += p;
+                    magnitude += std::fabs(p);
+                }
+                ref.exact[c * w.n + r] = exact;
+                ref.magnitude[c * w.n + r] = magnitude;
+            }
+        return ref;
+    }
+    const TypeId act = quant::quant_traits(w.type)->vec_dot_type;
+    if (act == TypeId::Q8_K) return reference_q8k(w, x, m);
+    const bool with_min = act == TypeId::Q8_1;
+    const int64_t n_blocks = k / quant::kQK;
+    std::vector<uint8_t> xq(quant::row_bytes(act, k));
+    for (int64_t c = 0; c < m; ++c) {
+        quant::activation_from_float(act)(x.data() + c * k, xq.data(), k);
+        for (int64_t r = 0; r < w.n; ++r) {
+            const uint8_t* row = w.bytes.data() + r * w.row_bytes();
+            double exact = 0, magnitude = 0;
+            for (int64_t b = 0; b < n_blocks; ++b) {
+                const int8_t* levels;
+                double dx, sx = 0;
+                if (with_min) {
+                    const auto& blk = reinterpret_cast<const quant::BlockQ8_1*>(xq.data())[b];
+                    levels = blk.qs;
+                    dx = quant::fp16_to_fp32(blk.d);
+                    sx = quant::fp16_to_fp32(blk.s);
+                } else {
+                    const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(xq.data())[b];
+                    levels = blk.qs;
+                    dx = quant::fp16_to_fp32(blk.d);
+                }
+                double term = 0, term_magnitude = 0;
+                if (with_min) {
+                    uint16_t dh;
+                    std::memcpy(&dh, row + b * quant::type_info(w.type).block_bytes, 2);
+                    double mw = 0;
+                    long isum = 0;
+                    for (int j = 0; j < quant::kQK; ++j) isum += min_type_level(w.type, row, b, j, &mw) * levels[j];
+                    const double scaled = quant::fp16_to_fp32(dh) * dx * static_cast<double>(isum);
+                    term = scaled + mw * sx;
+                    term_magnitude = std::fabs(scaled) + std::fabs(mw * sx);
+                } else {
+                    // to_float's values are d_w * level_w exactly, so this is d_w * d_x * isum.
+                    for (int j = 0; j < quant::kQK; ++j) {
+                        const double p = static_cast<double>(w.values[r * k + b * quant::kQK + j]) * levels[j] * dx;
+                        term += p;
+                        term_magnitude += std::fabs(p);
+                    }
+                }
+                exact += term;
+                magnitude += term_magnitude;
+            }
+            ref.exact[c * w.n + r] = exact;
+            ref.magnitude[c * w.n + r] = magnitude;
+        }
+    }
+    return ref;
+}
+
+// The float summation bound of one output (see the top of the file), plus `ref_terms`
+// roundings of the reference's own.
+double summation_bound(int64_t k, double magnitude, int64_t ref_terms = 0) {
+    return static_cast<double>((k + 31) / 32 + 7 + ref_terms) * kUnitRoundoff * magnitude;
+}
+
+// The worst ratio |y - exact| / summation_bound over all outputs; infinity when an output is NaN.
+double worst_ratio_to_exact(const Weights& w, const std::vector<float>& x, int64_t m, const std::vector<float>& y) {
+    const Reference ref = reference(w, x, m);
+    double worst = 0;
+    for (size_t o = 0; o < ref.exact.size(); ++o) {
+        if (std::isnan(y[o])) return INFINITY;
+        const double bound = summation_bound(w.k, ref.magnitude[o], ref.ref_terms);
+        const double err = std::fabs(y[o] - ref.exact[o]);
+        if (err > 0) worst = std::max(worst, bound > 0 ? err / bound : INFINITY);
     }
     return worst;
 }
 
-// How far the CPU backend's rounding of activation x_i to `act` can move it (see the top).
+// How far the CPU backend's rounding of activation x_i to `act` (F32, F16 or BF16: the
+// unquantized weights' vec_dot_type) can move it (see the top).
 std::vector<double> activation_rounding(TypeId act, const std::vector<float>& x) {
     std::vector<double> e(x.size(), 0.0);
     if (act == TypeId::F16 || act == TypeId::BF16) {
@@ -162,13 +312,6 @@ std::vector<double> activation_rounding(TypeId act, const std::vector<float>& x)
             const float rounded = act == TypeId::F16 ? quant::fp16_to_fp32(quant::fp32_to_fp16(x[i]))
                                                      : quant::bf16_to_fp32(quant::fp32_to_bf16(x[i]));
             e[i] = std::fabs(static_cast<double>(x[i]) - rounded);
-        }
-    } else if (act != TypeId::F32) {
-        const int64_t block = quant::type_info(act).block_size;  // 32 (Q8_0, Q8_1) or 256 (Q8_K)
-        for (size_t first = 0; first < x.size(); first += block) {
-            float amax = 0;
-            for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[first + i]));
-            for (int64_t i = 0; i < block; ++i) e[first + i] = amax / 127.0;
         }
     }
     return e;
@@ -230,21 +373,60 @@ TEST_CASE("vulkan matmul matches the CPU backend within its activation rounding"
             outs[b] = y.values();
         }
         const std::vector<double> e = activation_rounding(quant::quant_traits(type)->vec_dot_type, xv);
+        const Reference ref = reference(w, xv, m);
         double worst = 0;
         for (int64_t c = 0; c < m; ++c) {
             for (int64_t r = 0; r < n_out; ++r) {
-                double budget = 0, magnitude = 0;
-                for (int64_t i = 0; i < k; ++i) {
-                    budget += std::fabs(w.values[r * k + i]) * e[c * k + i];
-                    magnitude += std::fabs(static_cast<double>(w.values[r * k + i]) * xv[c * k + i]);
+                double allowed = 2 * summation_bound(k, ref.magnitude[c * n_out + r], ref.ref_terms);
+                if (!quantizes_activations(type)) {
+                    double budget = 0, magnitude = 0;
+                    for (int64_t i = 0; i < k; ++i) {
+                        budget += std::fabs(w.values[r * k + i]) * e[c * k + i];
+                        magnitude += std::fabs(static_cast<double>(w.values[r * k + i]) * xv[c * k + i]);
+                    }
+                    allowed = 2 * budget + 2 * static_cast<double>(k + 8) * kUnitRoundoff * magnitude;
                 }
-                const double allowed = 2 * budget + 2 * static_cast<double>(k + 8) * kUnitRoundoff * magnitude;
                 const double diff = std::fabs(static_cast<double>(outs[0][c * n_out + r]) - outs[1][c * n_out + r]);
                 worst = std::isnan(diff) ? INFINITY : std::max(worst, allowed > 0 ? diff / allowed : diff * INFINITY);
             }
         }
         INFO("worst |vulkan - cpu| / allowed = " << worst);
         CHECK(worst <= 1.0);
+    }
+}
+
+TEST_CASE("vulkan integer-dot matmul gives the same bits with and without integer dot products", "[vulkan]") {
+    // The kernels sum level products with SPV_KHR_integer_dot_product where the device has it
+    // (lavapipe does) and with plain multiply-adds under DESKSIDE_VULKAN_DISABLE=int8-dot.
+    std::unique_ptr<Backend> devices[2];
+    devices[0] = test::vulkan_or_skip();
+    if (!devices[0]) return;
+    {
+        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot");
+        devices[1] = test::vulkan_or_skip();
+    }
+    bool has_dot = false;
+    for (const DeviceInfo& d : list_devices())
+        if (d.api == "vulkan") has_dot = has_dot || std::count(d.features.begin(), d.features.end(), "int8-dot") > 0;
+    if (!has_dot) WARN("this Vulkan device has no integer dot product: both runs use the fallback");
+    const int64_t k = 2304, n_out = 11;
+    for (TypeId type : kTypes) {
+        if (!quantizes_activations(type)) continue;
+        INFO(type_name(type));
+        const Weights w = make_weights(type, k, n_out, 41);
+        for (int64_t m : {1, 9}) {
+            const std::vector<float> xv = random_values(k * m, 43 + static_cast<uint32_t>(m), -4.0f, 4.0f);
+            std::vector<float> out[2];
+            for (int d = 0; d < 2; ++d) {
+                const RawTensor wt(*devices[d], w, unaligned_offset(type));
+                DeviceTensor x(*devices[d], TypeId::F32, k, m, xv);
+                DeviceTensor y(*devices[d], TypeId::F32, n_out, m);
+                devices[d]->matmul(wt.t(), x.t(), y.t());
+                out[d] = y.values();
+            }
+            CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
+            CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+        }
     }
 }
 

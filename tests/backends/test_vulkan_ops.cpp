@@ -3,7 +3,9 @@
 // (an out-of-bounds write fails guard_intact). Tolerances are stated per op with the reason.
 // Without a Vulkan device each test WARNs and returns (skip, never fail).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -152,36 +154,79 @@ TEST_CASE("vulkan scale, silu and gelu match the CPU", "[vulkan]") {
 }
 
 TEST_CASE("vulkan rms_norm and softmax match the CPU", "[vulkan]") {
-    auto vk = test::vulkan_or_skip();
-    if (!vk) return;
-    for (const int64_t ne0 : {64, 1000, 4096}) {
-        const int64_t ne1 = 5;
-        const std::vector<float> xv = random_values(ne0 * ne1, 10, -3.0f, 3.0f);
-        const std::vector<float> wv = random_values(ne0, 11, 0.5f, 1.5f);
-        for (const bool with_weight : {true, false}) {
-            const Outputs out = run_both(*vk, [&](Backend& be) {
-                DeviceTensor x(be, TypeId::F32, ne0, ne1, xv, kOddOffset, padded_stride(ne0));
-                DeviceTensor w(be, TypeId::F32, ne0, 1, wv);
-                DeviceTensor y(be, TypeId::F32, ne0, ne1);
-                be.rms_norm(x.t(), with_weight ? w.t() : Tensor{}, 1e-6f, y.t());
-                CHECK(y.guard_intact());
-                return y.values();
-            });
-            INFO("rms_norm ne0 " << ne0 << (with_weight ? " weighted" : ""));
-            // The sum of squares is added in another order (a float tree vs the CPU's double loop).
-            CHECK(max_scaled_diff(out.vk, out.cpu) <= 1e-5);
+    // Both reductions: subgroup operations where the device has them (lavapipe does), and the
+    // shared-memory tree with DESKSIDE_VULKAN_DISABLE=subgroup.
+    for (const char* disable : {"", "subgroup"}) {
+        std::unique_ptr<Backend> vk;
+        {
+            const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", disable);
+            vk = test::vulkan_or_skip();
         }
-        const Outputs sm = run_both(*vk, [&](Backend& be) {
+        if (!vk) return;
+        for (const int64_t ne0 : {64, 1000, 4096}) {
+            const int64_t ne1 = 5;
+            const std::vector<float> xv = random_values(ne0 * ne1, 10, -3.0f, 3.0f);
+            const std::vector<float> wv = random_values(ne0, 11, 0.5f, 1.5f);
+            for (const bool with_weight : {true, false}) {
+                const Outputs out = run_both(*vk, [&](Backend& be) {
+                    DeviceTensor x(be, TypeId::F32, ne0, ne1, xv, kOddOffset, padded_stride(ne0));
+                    DeviceTensor w(be, TypeId::F32, ne0, 1, wv);
+                    DeviceTensor y(be, TypeId::F32, ne0, ne1);
+                    be.rms_norm(x.t(), with_weight ? w.t() : Tensor{}, 1e-6f, y.t());
+                    CHECK(y.guard_intact());
+                    return y.values();
+                });
+                INFO("rms_norm ne0 " << ne0 << (with_weight ? " weighted" : "") << " disable='" << disable << "'");
+                // The sum of squares is added in another order (a float tree vs the CPU's double loop).
+                CHECK(max_scaled_diff(out.vk, out.cpu) <= 1e-5);
+                // Batch invariance: the last row alone gives the same bits.
+                DeviceTensor x1(*vk, TypeId::F32, ne0, 1, std::vector<float>(xv.end() - ne0, xv.end()));
+                DeviceTensor w1(*vk, TypeId::F32, ne0, 1, wv);
+                DeviceTensor y1(*vk, TypeId::F32, ne0, 1);
+                vk->rms_norm(x1.t(), with_weight ? w1.t() : Tensor{}, 1e-6f, y1.t());
+                const std::vector<float> one = y1.values();
+                CHECK(std::memcmp(one.data(), out.vk.data() + (ne1 - 1) * ne0, ne0 * sizeof(float)) == 0);
+            }
             std::vector<float> scaled = xv;
             for (float& v : scaled) v *= 10.0f;  // logits-like spread
-            DeviceTensor x(be, TypeId::F32, ne0, ne1, scaled, kOddOffset, padded_stride(ne0));
-            be.softmax(x.t());
-            CHECK(x.guard_intact());
-            return x.values();
-        });
-        INFO("softmax ne0 " << ne0);
-        // Probabilities in [0, 1]: exp() ulps and the summation order.
-        CHECK(max_abs_diff(sm.vk, sm.cpu) <= 1e-6);
+            const Outputs sm = run_both(*vk, [&](Backend& be) {
+                DeviceTensor x(be, TypeId::F32, ne0, ne1, scaled, kOddOffset, padded_stride(ne0));
+                be.softmax(x.t());
+                CHECK(x.guard_intact());
+                return x.values();
+            });
+            INFO("softmax ne0 " << ne0 << " disable='" << disable << "'");
+            // Probabilities in [0, 1]: exp() ulps and the summation order.
+            CHECK(max_abs_diff(sm.vk, sm.cpu) <= 1e-6);
+            DeviceTensor x1(*vk, TypeId::F32, ne0, 1, std::vector<float>(scaled.end() - ne0, scaled.end()));
+            vk->softmax(x1.t());
+            const std::vector<float> one = x1.values();
+            CHECK(std::memcmp(one.data(), sm.vk.data() + (ne1 - 1) * ne0, ne0 * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("DESKSIDE_VULKAN_DISABLE hides features from devices and rejects unknown names", "[vulkan]") {
+    if (!test::vulkan_or_skip()) return;
+    const auto features = [] {
+        for (const DeviceInfo& d : list_devices())
+            if (d.api == "vulkan") return d.features;
+        return std::vector<std::string>{};
+    };
+    const auto has = [](const std::vector<std::string>& f, const char* name) {
+        return std::find(f.begin(), f.end(), name) != f.end();
+    };
+    {
+        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot,subgroup,storage16");
+        const std::vector<std::string> f = features();
+        CHECK_FALSE(has(f, "int8-dot"));
+        CHECK_FALSE(has(f, "subgroup-arith"));
+        CHECK_FALSE(has(f, "storage16"));
+        CHECK(test::vulkan_or_skip() != nullptr);  // the device still opens, with the fallbacks
+    }
+    {
+        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "subgroup,fp64");
+        CHECK_THROWS_WITH(list_devices(), Catch::Contains("unknown feature 'fp64'"));
     }
 }
 

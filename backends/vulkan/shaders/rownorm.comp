@@ -1,9 +1,15 @@
 #version 450
 // Per-row reductions on F32 rows, one workgroup per row: rms_norm (OP_RMS_NORM) and in-place
 // softmax (OP_SOFTMAX). Thread t reduces elements t, t + WG, t + 2 WG, ... and the partial sums
-// meet in a fixed shared-memory tree, so a row's result does not depend on the number of rows
-// (batch invariance). Variants: rownorm.variants.
+// meet either in a fixed shared-memory tree or (USE_SUBGROUP, devices with subgroup arithmetic in
+// compute) in subgroupAdd/subgroupMax per subgroup, whose results are then added in subgroup
+// order. Either way a row's result does not depend on the number of rows (batch invariance);
+// the two may round differently, which is why vk_ops_norm_rope.cpp picks one per device and uses
+// it for every row count. Variants: rownorm.variants.
 #extension GL_GOOGLE_include_directive : require
+#if defined(USE_SUBGROUP)
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -34,6 +40,30 @@ layout(push_constant) uniform Params {
 
 shared float partial[WG];
 
+#if defined(USE_SUBGROUP)
+// Sum (or max) of every thread's `v`: one subgroup operation each, then the subgroups' results
+// in subgroup order; the result is valid in every thread. The whole workgroup reduces one row,
+// so how the driver groups invocations into subgroups does not matter.
+float reduce_sum(float v) {
+    const float s = subgroupAdd(v);
+    if (subgroupElect()) partial[gl_SubgroupID] = s;
+    barrier();
+    float r = partial[0];
+    for (uint i = 1u; i < gl_NumSubgroups; ++i) r += partial[i];
+    barrier();
+    return r;
+}
+
+float reduce_max(float v) {
+    const float s = subgroupMax(v);
+    if (subgroupElect()) partial[gl_SubgroupID] = s;
+    barrier();
+    float r = partial[0];
+    for (uint i = 1u; i < gl_NumSubgroups; ++i) r = max(r, partial[i]);
+    barrier();
+    return r;
+}
+#else
 // Sum (or max) of every thread's `v` in a fixed order; the result is valid in every thread.
 float reduce_sum(float v) {
     uint t = gl_LocalInvocationID.x;
@@ -60,6 +90,7 @@ float reduce_max(float v) {
     barrier();
     return r;
 }
+#endif
 
 void main() {
     uint row = group_index();
