@@ -18,6 +18,9 @@ SHARED = REPO.parent / "shared"  # ../shared beside the checkout
 STORIES = SHARED / "models" / "stories260K.gguf"
 TEMPLATE = SHARED / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
 GEMMA_DIR = pathlib.Path(os.environ.get("DESKSIDE_CACHE", pathlib.Path.home() / ".cache" / "deskside"))
+# DESKSIDE_TEST_DEVICES=vulkan0 (any --devices list) runs every server the suites start on those
+# devices, unless a test passes --devices itself: the whole API suite against another backend.
+TEST_DEVICES = os.environ.get("DESKSIDE_TEST_DEVICES", "")
 
 
 def deskside_binary() -> pathlib.Path:
@@ -41,6 +44,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         cmd = [str(binary), "serve", "-m", str(model), "--port", str(self.port), *map(str, args)]
+        if TEST_DEVICES and "--devices" not in cmd:
+            cmd += ["--devices", TEST_DEVICES]
         if api_key:
             cmd += ["--api-key", api_key]
         self.log = open(f"/tmp/deskside-serve-{self.port}.log", "w+")
@@ -104,6 +109,14 @@ class Server:
                 self.proc.wait()
         return self.proc.returncode
 
+
+
+def has_device(name) -> bool:
+    """Whether `deskside devices --json` lists `name` as usable (DESKSIDE_VULKAN_SPLIT applies)."""
+    out = subprocess.run([str(deskside_binary()), "devices", "--json"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return False
+    return any(d.get("name") == name and d.get("usable", False) for d in json.loads(out.stdout).get("devices", []))
 
 
 def find_gemma():

@@ -4,25 +4,23 @@
 // computes each row the same way on any instance, so split logits must equal one-device logits
 // bit for bit, and greedy runs must equal llama.cpp's reference tokens.
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "support/scoped_env.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/devices.h"
 #include "engine/model.h"
 #include "engine/placement.h"
 #include "models/model.h"
-#include "reference_cases.h"
+#include "reference_check.h"
 
 namespace deskside::engine {
 namespace {
 
+using test::greedy;
 using test::shared_path;
+using test::split_layers;
 
 // Counts the bytes a model takes on a device, and otherwise forwards to it.
 class CountingBackend : public backends::Backend {
@@ -71,26 +69,10 @@ class CountingBackend : public backends::Backend {
     backends::Backend& inner_;
 };
 
-// Layer ranges for `ratios` ("" = one device) from the placement plan, on `backends`.
-std::vector<DeviceLayers> split_layers(const models::ModelInfo& info, const std::string& ratios,
-                                       const std::vector<backends::Backend*>& backends) {
-    const MemoryNeeds needs = memory_needs(info, KvCacheConfig{}, 512);
-    std::vector<PlanDevice> devices;
-    for (size_t i = 0; i < backends.size(); ++i) devices.push_back({"dev" + std::to_string(i), uint64_t{1} << 40});
-    const Plan plan = plan_placement(needs, devices, ratios.empty() ? SplitSpec{} : parse_split(ratios));
-    std::vector<DeviceLayers> out;
-    for (size_t i = 0; i < backends.size(); ++i) out.push_back({backends[i], plan.devices[i].layer_begin, plan.devices[i].layer_end});
-    return out;
-}
-
-// A model on `n_devices` CPU backends split by `ratios`; owns its backends.
-struct SplitModel {
-    std::vector<std::unique_ptr<backends::Backend>> backends;
-    std::unique_ptr<Model> model;
-};
-
-SplitModel cpu_model(const std::string& stem, size_t n_devices, const std::string& ratios, const EngineOptions& opt = {}) {
-    SplitModel m;
+// A model on `n_devices` CPU backends split by `ratios`, each with its own thread count (the
+// CPU's results do not depend on it).
+test::DeviceModel cpu_model(const std::string& stem, size_t n_devices, const std::string& ratios, const EngineOptions& opt = {}) {
+    test::DeviceModel m;
     std::vector<backends::Backend*> raw;
     for (size_t i = 0; i < n_devices; ++i) {
         m.backends.push_back(std::make_unique<backends::cpu::CpuBackend>(static_cast<int>(1 + i)));
@@ -102,30 +84,8 @@ SplitModel cpu_model(const std::string& stem, size_t n_devices, const std::strin
     return m;
 }
 
-int32_t argmax(std::span<const float> row) {
-    size_t best = 0;
-    for (size_t i = 1; i < row.size(); ++i)
-        if (row[i] > row[best]) best = i;
-    return static_cast<int32_t>(best);
-}
-
-// Greedy continuation of `prompt` for n tokens on sequence `seq`.
-std::vector<int32_t> greedy(Model& model, int32_t seq, const std::vector<int32_t>& prompt, size_t n) {
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < prompt.size(); ++i)
-        batch.push_back({seq, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
-    std::span<const float> logits = model.decode(batch);
-    std::vector<int32_t> out;
-    while (out.size() < n) {
-        out.push_back(argmax(logits));
-        const BatchToken t{seq, out.back(), static_cast<int32_t>(model.length(seq)), true};
-        logits = model.decode(std::span(&t, 1));
-    }
-    return out;
-}
-
 // Logits of every position of prompt + greedy tokens, fed in one batch per case.
-std::vector<float> teacher_forced(Model& model, const test::ReferenceRun& ref) {
+std::vector<float> all_logits(Model& model, const test::ReferenceRun& ref) {
     std::vector<float> all;
     for (size_t c = 0; c < ref.cases.size(); ++c) {
         std::vector<int32_t> tokens = ref.cases[c].prompt_tokens;
@@ -147,13 +107,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_CASE("greedy generation on cpu,cpu equals one cpu and llama.cpp", "[engine][split]") {
     for (const char* stem : {"stories260K", "synth-k"}) {
         const test::ReferenceRun ref = test::load_reference(stem);
-        SplitModel one = cpu_model(stem, 1, "");
+        test::DeviceModel one = cpu_model(stem, 1, "");
         struct Split {
             size_t n;
             const char* ratios;
         };
         for (const Split& s : {Split{2, "1,1"}, Split{2, "3,1"}, Split{3, "1,1,1"}}) {
-            SplitModel split = cpu_model(stem, s.n, s.ratios);
+            test::DeviceModel split = cpu_model(stem, s.n, s.ratios);
             REQUIRE(split.model->devices().size() == s.n);
             for (size_t c = 0; c < ref.cases.size(); ++c) {
                 const test::ReferenceCase& rc = ref.cases[c];
@@ -172,12 +132,12 @@ TEST_CASE("greedy generation on cpu,cpu equals one cpu and llama.cpp", "[engine]
 TEST_CASE("split logits are bit-equal to one device's", "[engine][split]") {
     for (const char* stem : {"stories260K", "synth-k", "synth-k-q4_k_m", "synth-gemma3-q8_0"}) {
         const test::ReferenceRun ref = test::load_reference(stem);
-        SplitModel one = cpu_model(stem, 1, "");
-        const std::vector<float> expected = teacher_forced(*one.model, ref);
+        test::DeviceModel one = cpu_model(stem, 1, "");
+        const std::vector<float> expected = all_logits(*one.model, ref);
         for (const char* ratios : {"1,1", "3,1", "1,3"}) {
-            SplitModel split = cpu_model(stem, 2, ratios);
+            test::DeviceModel split = cpu_model(stem, 2, ratios);
             INFO(stem << " split " << ratios);
-            CHECK(same_bits(teacher_forced(*split.model, ref), expected));
+            CHECK(same_bits(all_logits(*split.model, ref), expected));
         }
     }
 }
@@ -210,8 +170,8 @@ TEST_CASE("fork, truncate and mixed batches work across devices", "[engine][spli
         keep(m.decode(std::vector<BatchToken>{{1, a[0], 0, true}, {2, a[1], 0, true}}));
         return out;
     };
-    SplitModel one = cpu_model("stories260K", 1, "", opt);
-    SplitModel three = cpu_model("stories260K", 3, "2,2,1", opt);
+    test::DeviceModel one = cpu_model("stories260K", 1, "", opt);
+    test::DeviceModel three = cpu_model("stories260K", 3, "2,2,1", opt);
     CHECK(three.model->devices()[2].layer_end - three.model->devices()[2].layer_begin == 1);
     CHECK(same_bits(script(*three.model), script(*one.model)));
 }
@@ -255,58 +215,6 @@ TEST_CASE("bad layer ranges are rejected before anything is placed", "[engine][s
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{{&a, 0, 5}, {&b, 5, 5}}), Catch::Contains("at least one layer"));
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{{nullptr, 0, 5}}), Catch::Contains("no backend"));
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{}), Catch::Contains("no devices"));
-}
-
-// ---- Vulkan (vkcore's backend; skipped where it is absent) ------------------------------------
-
-namespace {
-
-bool has_device(const std::string& name) {
-    for (const backends::DeviceInfo& d : backends::list_devices())
-        if (d.name == name && d.usable) return true;
-    return false;
-}
-
-// Greedy tokens of stories260K's reference prompts on `names` split by `ratios`.
-std::vector<std::vector<int32_t>> greedy_on(const std::vector<std::string>& names, const std::string& ratios,
-                                            const test::ReferenceRun& ref) {
-    std::vector<std::unique_ptr<backends::Backend>> owned;
-    std::vector<backends::Backend*> raw;
-    for (const std::string& n : names) {
-        owned.push_back(backends::open_device(n, 1));
-        raw.push_back(owned.back().get());
-    }
-    models::ModelInfo info = models::load_model(shared_path("models/stories260K.gguf"));
-    std::vector<DeviceLayers> layers = split_layers(info, ratios, raw);
-    Model model(std::move(info), std::move(layers));
-    std::vector<std::vector<int32_t>> out;
-    for (size_t c = 0; c < ref.cases.size(); ++c)
-        out.push_back(greedy(model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
-    return out;
-}
-
-using test::ScopedEnv;
-
-}  // namespace
-
-TEST_CASE("greedy generation on vulkan0, vulkan0,vulkan1 and vulkan0,cpu", "[engine][split][vulkan]") {
-    // One physical device is exposed as two logical ones (vulkan0, vulkan1) with
-    // DESKSIDE_VULKAN_SPLIT=2 (backends/devices.h), so the Vulkan split runs on any machine.
-    const ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
-    if (!has_device("vulkan0")) {
-        WARN("no usable vulkan0 device in this build or on this machine: Vulkan split tests skipped");
-        return;
-    }
-    const test::ReferenceRun ref = test::load_reference("stories260K");
-    std::vector<std::vector<int32_t>> expected;
-    for (const test::ReferenceCase& rc : ref.cases) expected.push_back(rc.greedy_tokens);
-    // F32 weights: a device that computes within the op conformance tolerances keeps llama.cpp's
-    // greedy path on this model.
-    CHECK(greedy_on({"vulkan0"}, "", ref) == expected);
-    // Two logical devices compute alike: the split must not change a token.
-    REQUIRE(has_device("vulkan1"));
-    CHECK(greedy_on({"vulkan0", "vulkan1"}, "1,1", ref) == greedy_on({"vulkan0"}, "", ref));
-    CHECK(greedy_on({"vulkan0", "cpu"}, "3,2", ref) == expected);
 }
 
 }  // namespace deskside::engine

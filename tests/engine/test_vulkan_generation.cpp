@@ -1,0 +1,166 @@
+// Greedy generation on Vulkan devices gives the CPU backend's tokens (issue #5's acceptance):
+// on vulkan0, on two logical Vulkan devices split 1,1 and 3,1, and on vulkan0 + cpu; and the
+// real Gemma 3 270M's first 32 greedy tokens on vulkan0. One physical device is exposed as two
+// logical ones (vulkan0, vulkan1) with DESKSIDE_VULKAN_SPLIT=2 (backends/devices.h), so the
+// Vulkan splits run on any machine with one Vulkan device; without one, the tests are skipped
+// with a warning. Only stories260K runs by default (CI time); the others are hidden tags.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/tokenizer/tokenizer.h"
+#include "reference_check.h"
+#include "support/scoped_env.h"
+
+namespace deskside::engine {
+namespace {
+
+using test::shared_path;
+
+struct Placement {
+    std::vector<std::string> devices;
+    std::string ratios;
+};
+
+const Placement kVulkanPlacements[] = {
+    {{"vulkan0"}, ""},
+    {{"vulkan0", "vulkan1"}, "1,1"},
+    {{"vulkan0", "vulkan1"}, "3,1"},
+    {{"vulkan0", "cpu"}, "1,1"},
+};
+
+std::string describe(const Placement& p) {
+    std::string out;
+    for (const std::string& d : p.devices) out += (out.empty() ? "" : ",") + d;
+    return p.ratios.empty() ? out : out + " split " + p.ratios;
+}
+
+// Greedy tokens for the first `n_cases` reference prompts of `stem` (as many as the reference
+// generated).
+std::vector<std::vector<int32_t>> greedy_runs(const std::string& stem, const Placement& p, size_t n_cases) {
+    const test::ReferenceRun ref = test::load_reference(stem);
+    test::DeviceModel m = test::open_model(shared_path("models/" + stem + ".gguf"), p.devices, p.ratios);
+    std::vector<std::vector<int32_t>> out;
+    for (size_t c = 0; c < std::min(n_cases, ref.cases.size()); ++c)
+        out.push_back(test::greedy(*m.model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
+    return out;
+}
+
+void check_like_cpu(const std::string& stem, size_t n_cases = SIZE_MAX) {
+    const std::vector<std::vector<int32_t>> cpu = greedy_runs(stem, {{"cpu"}, ""}, n_cases);
+    for (const Placement& p : kVulkanPlacements) {
+        INFO(stem << " on " << describe(p));
+        CHECK(greedy_runs(stem, p, n_cases) == cpu);
+    }
+}
+
+bool vulkan_split_or_skip() {
+    return test::device_or_skip("vulkan0", "the Vulkan generation tests") &&
+           test::device_or_skip("vulkan1", "the Vulkan generation tests");
+}
+
+}  // namespace
+
+TEST_CASE("greedy tokens on vulkan0, vulkan0+vulkan1 (1,1 and 3,1) and vulkan0+cpu equal the CPU's: stories260K",
+          "[engine][split][vulkan]") {
+    const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
+    if (!vulkan_split_or_skip()) return;
+    check_like_cpu("stories260K", 2);  // two of the five prompts: CI time
+}
+
+// The rest (hidden for CI time, `deskside_tests "[vulkan-generation]"`). stories260K-q8_0 fails
+// on vulkan0 and vulkan0,vulkan1: the unexplained deviation of test_vulkan_reference_logits.cpp.
+TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: stories260K quantized", "[engine][.vulkan-generation]") {
+    const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
+    if (!vulkan_split_or_skip()) return;
+    check_like_cpu("stories260K-q8_0");
+    check_like_cpu("stories260K-q4_0");
+}
+
+TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: synth-k", "[engine][.vulkan-generation]") {
+    const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
+    if (!vulkan_split_or_skip()) return;
+    check_like_cpu("stories260K");
+    check_like_cpu("synth-k");
+    check_like_cpu("synth-k-q8_0");
+    check_like_cpu("synth-k-q4_k_m");
+}
+
+namespace {
+
+// The real Gemma 3 270M (Q4_K_M), where scripts/fetch-gemma3-270m.sh puts it (or
+// $DESKSIDE_GEMMA3_270M, as tests/py/test_chat.py reads it); "" when absent.
+std::string gemma3_270m_path() {
+    if (const char* env = std::getenv("DESKSIDE_GEMMA3_270M"); env && *env) return env;
+    const char* home = std::getenv("HOME");
+    const std::string path = std::string(home ? home : "") + "/.cache/deskside/models/gemma-3-270m-q4_k_m.gguf";
+    return std::filesystem::exists(path) ? path : "";
+}
+
+struct GreedyTrace {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> rows;  // the logits each token was picked from
+};
+
+GreedyTrace greedy_trace(Model& model, const std::vector<int32_t>& prompt, size_t n) {
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({0, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
+    std::span<const float> logits = model.decode(batch);
+    GreedyTrace t;
+    while (t.tokens.size() < n) {
+        t.rows.emplace_back(logits.begin(), logits.end());
+        t.tokens.push_back(test::argmax(logits.data(), model.n_vocab()));
+        const BatchToken next{0, t.tokens.back(), static_cast<int32_t>(model.length(0)), true};
+        logits = model.decode(std::span(&next, 1));
+    }
+    return t;
+}
+
+// "id=logit" for the k largest logits of a row.
+std::string top_logits(const std::vector<float>& row, size_t k) {
+    std::vector<int32_t> ids(row.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::ostringstream out;
+    for (size_t i = 0; i < k; ++i) out << (i ? " " : "") << ids[i] << "=" << row[ids[i]];
+    return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("gemma3-270m generates the CPU's first 32 greedy tokens on vulkan0", "[engine][.vulkan-gemma3]") {
+    const std::string path = gemma3_270m_path();
+    if (path.empty()) {
+        WARN("gemma-3-270m-q4_k_m.gguf is not in ~/.cache/deskside/models (scripts/fetch-gemma3-270m.sh): skipped");
+        return;
+    }
+    if (!test::device_or_skip("vulkan0", "the Gemma 3 270M Vulkan test")) return;
+    constexpr size_t kTokens = 32;
+    const std::unique_ptr<models::Tokenizer> tokenizer = models::Tokenizer::load(path);
+    test::DeviceModel cpu = test::open_model(path, {"cpu"});
+    test::DeviceModel vk = test::open_model(path, {"vulkan0"});
+    for (const char* text : {"The capital of France is", "Once upon a time, in a small village by the sea,"}) {
+        const std::vector<int32_t> prompt = tokenizer->encode(text, true, false);
+        const GreedyTrace a = greedy_trace(*cpu.model, prompt, kTokens);
+        const GreedyTrace b = greedy_trace(*vk.model, prompt, kTokens);
+        cpu.model->truncate(0, 0);
+        vk.model->truncate(0, 0);
+        const size_t diverge = std::mismatch(a.tokens.begin(), a.tokens.end(), b.tokens.begin()).first - a.tokens.begin();
+        std::ostringstream detail;
+        detail << "prompt \"" << text << "\": cpu \"" << tokenizer->decode(a.tokens) << "\", vulkan0 \""
+               << tokenizer->decode(b.tokens) << "\"";
+        if (diverge < kTokens)
+            detail << "; first difference at token " << diverge << ": cpu top-5 " << top_logits(a.rows[diverge], 5)
+                   << ", vulkan0 top-5 " << top_logits(b.rows[diverge], 5);
+        INFO(detail.str());
+        CHECK(diverge == kTokens);
+    }
+}
+
+}  // namespace deskside::engine
