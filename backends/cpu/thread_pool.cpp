@@ -76,11 +76,12 @@ void ThreadPool::worker(int thread) {
         seen = generation_.load();
         drain(thread);
         if (busy_.fetch_sub(1) == 1) {
-            // Taking the lock orders this decrement before or after the caller's check in
-            // done_cv_.wait, so the notification cannot fall between its check and its sleep.
-            std::lock_guard lock(mutex_);
+            // Only the last worker wakes the caller. Taking the lock orders this decrement before
+            // or after the caller's check in done_cv_.wait, so the notification cannot fall
+            // between its check and its sleep.
+            { std::lock_guard lock(mutex_); }
+            done_cv_.notify_one();
         }
-        done_cv_.notify_one();
     }
 }
 

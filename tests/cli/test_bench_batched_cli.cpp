@@ -4,6 +4,8 @@
 // rate is its tokens over its time.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "support/paths.h"
 #include "support/process.h"
@@ -18,25 +20,24 @@ bool mentions(const ProcessResult& r, const std::string& text) { return r.err.fi
 }  // namespace
 
 TEST_CASE("deskside bench batched mode rejects bad lists and mixed modes", "[bench]") {
-    const ProcessResult zero = run_deskside({"bench", "-m", kModel, "-npl", "1,0"});
-    CHECK(zero.exit_code == 2);
-    CHECK(mentions(zero, "-npl: '0' is not an integer"));
-
-    const ProcessResult text = run_deskside({"bench", "-m", kModel, "-npp", "8,x"});
-    CHECK(text.exit_code == 2);
-    CHECK(mentions(text, "-npp: 'x'"));
-
-    const ProcessResult empty_item = run_deskside({"bench", "-m", kModel, "-ntg", "4,"});
-    CHECK(empty_item.exit_code == 2);
-    CHECK(mentions(empty_item, "-ntg: ''"));
-
-    const ProcessResult trailing = run_deskside({"bench", "-m", kModel, "--parallel", "2x"});
-    CHECK(trailing.exit_code == 2);
-    CHECK(mentions(trailing, "'2x'"));
-
-    const ProcessResult mixed = run_deskside({"bench", "-m", kModel, "-npl", "2", "-p", "8"});
-    CHECK(mixed.exit_code == 2);
-    CHECK(mentions(mixed, "do not apply to the batched mode"));
+    const struct {
+        std::vector<std::string> flags;
+        std::string message;
+    } cases[] = {
+        {{"-npl", "1,0"}, "-npl: '0' is not an integer"},
+        {{"-npp", "8,x"}, "-npp: 'x'"},
+        {{"-ntg", "4,"}, "-ntg: ''"},
+        {{"--parallel", "2x"}, "'2x'"},
+        {{"-npl", "2", "-p", "8"}, "do not apply to the batched mode"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args{"bench", "-m", kModel};
+        args.insert(args.end(), c.flags.begin(), c.flags.end());
+        const ProcessResult r = run_deskside(args);
+        INFO(c.flags[0] << " " << c.flags[1] << ": " << r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(mentions(r, c.message));
+    }
 }
 
 TEST_CASE("deskside bench -npl --json reports every (pp, tg, pl) case", "[bench]") {
