@@ -63,6 +63,7 @@ VulkanBackend::~VulkanBackend() {
     } catch (...) {
         // A lost device while tearing down: nothing left to report to.
     }
+    scratch_.reset();
     ring_.reset();
     VkDevice dev = device_.handle();
     vkDestroyFence(dev, fence_, nullptr);
@@ -132,6 +133,15 @@ void VulkanBackend::download(const Buffer& src, size_t offset, void* dst, size_t
         bytes -= n;
     }
     submit_and_wait();  // the engine expects every op issued so far to be done (cheap when empty)
+}
+
+Buffer& VulkanBackend::scratch(size_t bytes) {
+    if (!scratch_ || scratch_->size() < bytes) {
+        const size_t grown = std::max(bytes, scratch_ ? 2 * scratch_->size() : size_t{0});
+        scratch_.reset();  // before_free submits first when recorded work still reads it
+        scratch_ = alloc(grown);
+    }
+    return *scratch_;
 }
 
 size_t VulkanBackend::ring_take(size_t bytes, size_t alignment) {

@@ -99,6 +99,11 @@ class VulkanBackend final : public Backend, private BufferOwner {
     // Copies small per-call data (token ids, positions, block tables) into host-visible memory the
     // shaders read directly. Call before dispatch(): it may submit the work recorded so far.
     Binding upload_args(const void* data, size_t bytes);
+    // A device-local buffer of at least `bytes` for intermediate results of one op (the matmul's
+    // quantized activations), shared by every op of this backend: grown when needed (the old one
+    // is freed, submitting first if recorded work uses it), never shrunk. Barriers are tracked
+    // like any buffer's.
+    Buffer& scratch(size_t bytes);
 
     // Records one dispatch. `push` must hold the pipeline's push_bytes bytes.
     void dispatch(const Pipeline& p, std::span<const Binding> buffers, const void* push, Groups groups);
@@ -138,6 +143,7 @@ class VulkanBackend final : public Backend, private BufferOwner {
     bool recording_ = false;
     std::vector<Range> since_barrier_;  // accesses recorded since the last barrier
     std::unordered_set<VkBuffer> in_flight_;  // buffers the recorded commands use
+    std::unique_ptr<Buffer> scratch_;         // see scratch(); after in_flight_, destroyed first
 };
 
 }  // namespace deskside::backends::vulkan

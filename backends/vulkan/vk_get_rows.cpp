@@ -46,7 +46,7 @@ void record_get_rows(VulkanBackend& be, const Tensor& table, std::span<const int
     }
     if (ids.empty() || table.ne0 == 0) return;
 
-    const Pipeline& pipe = be.pipeline(std::string("get_rows_") + suffix, 3, sizeof(GetRowsParams));
+    const Pipeline& pipe = be.pipeline(weight_shader(be, std::string("get_rows_") + suffix, table.type), 3, sizeof(GetRowsParams));
     const Binding id_binding = be.upload_args(ids.data(), ids.size_bytes());
     const int64_t n_ids = static_cast<int64_t>(ids.size());
     const int64_t window = be.rows_per_binding(table);

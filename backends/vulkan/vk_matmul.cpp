@@ -2,7 +2,10 @@
 // maxStorageBufferRange, and picks the kernel per weight type and the tile shape per dispatch.
 //
 // Kernels (matmul_variant): integer dot products on activations quantized like the CPU's for the
-// quantized types, F32 activations and dequantized weights for F32, F16 and BF16.
+// quantized types, F32 activations and dequantized weights for F32, F16 and BF16. The quantized
+// types' activations are quantized once per matmul (per range of columns that fits a binding) by
+// shaders/matmul_act_quant.comp into the backend's scratch buffer, which every workgroup of the
+// matmul then reads: a column is quantized once, not once per row tile.
 //
 // The tile shape only decides how much work one workgroup does; every shape computes an output
 // with the same arithmetic in the same order (see shaders/matmul.comp), so a column's result does
@@ -21,12 +24,19 @@
 namespace deskside::backends::vulkan {
 namespace {
 
-// Push constants of shaders/matmul.comp and matmul_q8.comp, in their order.
+// Push constants of shaders/matmul.comp, matmul_q8.comp and matmul_q8k.comp, in their order.
 struct MatmulParams {
     uint32_t k, n_rows, n_cols;
     uint32_t w_offset, w_stride;  // bytes
-    uint32_t x_offset, x_stride;  // F32 elements
+    uint32_t x_offset, x_stride;  // F32 elements, or words of the quantized activations
     uint32_t y_offset, y_stride;  // F32 elements
+};
+
+// Push constants of shaders/matmul_act_quant.comp, in its order.
+struct ActQuantParams {
+    uint32_t k, n_cols;
+    uint32_t x_offset, x_stride;  // F32 elements
+    uint32_t q_offset, q_stride;  // words
 };
 
 // Specialization constants 0 (output rows per workgroup, 32 threads each) and 1 (activation
@@ -52,17 +62,41 @@ uint32_t to_u32(uint64_t v, const char* what) {
 
 uint32_t ceil_div(int64_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
+// The type the CPU quantizes activations to for W's type (traits' vec_dot_type); F32 for the
+// float weights, whose activations matmul.comp reads as they are.
+quant::TypeId activation_type(quant::TypeId type) {
+    const quant::QuantTraits* traits = quant::quant_traits(type);
+    return traits ? traits->vec_dot_type : quant::TypeId::F32;
+}
+
+// Words one quantized column of k activations takes in matmul_act_quant.comp's layout (9 words
+// per 32-element Q8_0/Q8_1 block, 65 per 256-element Q8_K block), and that shader's workgroups
+// for n columns; 0 words for F32 activations.
+uint64_t quantized_column_words(quant::TypeId act, int64_t k) {
+    if (act == quant::TypeId::Q8_0 || act == quant::TypeId::Q8_1) return static_cast<uint64_t>(k / 32) * 9;
+    if (act == quant::TypeId::Q8_K) return static_cast<uint64_t>(k / 256) * 65;
+    return 0;
+}
+uint64_t act_quant_groups(quant::TypeId act, int64_t k, int64_t n) {
+    if (act == quant::TypeId::Q8_K) return static_cast<uint64_t>(k / 256) * n;  // a workgroup per block
+    return (static_cast<uint64_t>(k / 32) * n + 31) / 32;                        // an invocation per block
+}
+
+const char* act_quant_variant(quant::TypeId act) {
+    return act == quant::TypeId::Q8_K ? "matmul_act_q8_k" : act == quant::TypeId::Q8_1 ? "matmul_act_q8_1" : "matmul_act_q8_0";
+}
+
 // The shader variant for W's type on this device: the integer-dot kernels for the types whose
 // activations the CPU quantizes to Q8_0/Q8_1 (matmul_q8.comp) or Q8_K (matmul_q8k.comp), with
 // SPV_KHR_integer_dot_product where the device has it; matmul.comp for F32, F16 and BF16.
 std::string matmul_variant(const VulkanBackend& be, quant::TypeId type, const char* suffix) {
-    const quant::QuantTraits* traits = quant::quant_traits(type);
-    const quant::TypeId act = traits ? traits->vec_dot_type : quant::TypeId::F32;
+    const quant::TypeId act = activation_type(type);
     const bool dot = be.caps().int8_dot;
     if (act == quant::TypeId::Q8_0 || act == quant::TypeId::Q8_1)
-        return std::string(dot ? "matmul_q8dot_" : "matmul_q8_") + suffix;
-    if (act == quant::TypeId::Q8_K) return std::string(dot ? "matmul_q8kdot_" : "matmul_q8k_") + suffix;
-    return std::string("matmul_") + suffix;
+        return weight_shader(be, std::string(dot ? "matmul_q8dot_" : "matmul_q8_") + suffix, type);
+    if (act == quant::TypeId::Q8_K)
+        return weight_shader(be, std::string(dot ? "matmul_q8kdot_" : "matmul_q8k_") + suffix, type);
+    return weight_shader(be, std::string("matmul_") + suffix, type);
 }
 
 }  // namespace
@@ -89,6 +123,11 @@ const char* vulkan_type_suffix(quant::TypeId type) {
     }
 }
 
+std::string weight_shader(const VulkanBackend& be, std::string base, quant::TypeId type) {
+    if (be.caps().storage16 && type != quant::TypeId::F32) base += "_s16";
+    return base;
+}
+
 void require_weight_alignment(const Tensor& w, const char* op) {
     // dequant.glsl reads 16-bit fields at even addresses (F32 as whole words).
     const size_t align = w.type == quant::TypeId::F32 ? 4 : 2;
@@ -112,16 +151,39 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
     const int64_t k = w.ne0, n_out = w.ne1, m = x.ne1;
     if (k == 0 || n_out == 0 || m == 0) return;
 
-    // Row ranges of W and column ranges of x and y that one binding each can hold. y is bound
-    // per row range as the sub-view of those rows, never larger than its whole columns.
+    // Row ranges of W and column ranges of x and y (and of the quantized x) that one binding each
+    // can hold. y is bound per row range as the sub-view of those rows, never larger than its
+    // whole columns.
     const int64_t rows_step = be.rows_per_binding(w);
-    const int64_t cols_step = std::min(be.rows_per_binding(x), be.rows_per_binding(y));
+    int64_t cols_step = std::min(be.rows_per_binding(x), be.rows_per_binding(y));
+    const quant::TypeId act = activation_type(w.type);
+    const uint64_t q_words = quantized_column_words(act, k);
+    Tensor xq;  // [q_words, columns] the quantized activations in the scratch buffer
+    if (q_words) {
+        xq = Tensor{nullptr, 0, quant::TypeId::F32, static_cast<int64_t>(q_words), 0, q_words * 4};
+        cols_step = std::min(cols_step, be.rows_per_binding(xq));
+        xq.ne1 = std::min(cols_step, m);
+        xq.buffer = &be.scratch(xq.row_stride * static_cast<size_t>(xq.ne1));
+    }
     const std::string variant = matmul_variant(be, w.type, suffix);
     for (int64_t c0 = 0; c0 < m; c0 += cols_step) {
         const int64_t nc = std::min(cols_step, m - c0);
         const TileShape shape = nc == 1 ? kMatvecTile : kMatmulTile;
         const Pipeline& pipe = be.pipeline(variant, 3, sizeof(MatmulParams), {shape.rows, shape.cols});
-        const Binding xb = be.bind_rows(x, c0, nc, Access::Read);
+        Binding xb = be.bind_rows(x, c0, nc, Access::Read);
+        uint32_t x_offset = xb.skip_bytes / 4, x_stride = to_u32(x.row_stride / 4, "x's row stride");
+        if (q_words) {
+            // Quantize the columns once; the matmul dispatches below read them (the backend puts
+            // a barrier between the write and the reads).
+            const Binding qb = be.bind_rows(xq, 0, nc, Access::Write);
+            const ActQuantParams qp{to_u32(k, "k"), static_cast<uint32_t>(nc), x_offset, x_stride, qb.skip_bytes / 4,
+                                    to_u32(q_words, "quantized column words")};
+            be.dispatch(be.pipeline(act_quant_variant(act), 2, sizeof(ActQuantParams)), {xb, qb}, &qp,
+                        be.groups(act_quant_groups(act, k, nc)));
+            xb = be.bind_rows(xq, 0, nc, Access::Read);
+            x_offset = xb.skip_bytes / 4;
+            x_stride = static_cast<uint32_t>(q_words);
+        }
         for (int64_t r0 = 0; r0 < n_out; r0 += rows_step) {
             const int64_t nr = std::min(rows_step, n_out - r0);
             const Binding wb = be.bind_rows(w, r0, nr, Access::Read);
@@ -134,8 +196,8 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
                                       static_cast<uint32_t>(nc),
                                       wb.skip_bytes,
                                       to_u32(w.row_stride, "W's row stride"),
-                                      xb.skip_bytes / 4,
-                                      to_u32(x.row_stride / 4, "x's row stride"),
+                                      x_offset,
+                                      x_stride,
                                       yb.skip_bytes / 4,
                                       to_u32(y.row_stride / 4, "y's row stride")};
             const uint64_t tiles = uint64_t{ceil_div(nr, shape.rows)} * ceil_div(nc, shape.cols);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "backends/backend.h"
 
@@ -34,5 +35,10 @@ void require_weight_alignment(const Tensor& w, const char* op);
 
 // The shader variant suffix of a weight type ("q4_k"), or nullptr when unsupported.
 const char* vulkan_type_suffix(quant::TypeId type);
+
+// `base` ("matmul_q8dot_q4_0", "get_rows_f16") or, where the device has 16-bit storage and the
+// type has 16-bit fields (every type but F32), its USE_STORAGE16 twin `base`_s16: the same bits
+// read with 16-bit loads (shaders/dequant.glsl).
+std::string weight_shader(const VulkanBackend& be, std::string base, quant::TypeId type);
 
 }  // namespace deskside::backends::vulkan

@@ -11,9 +11,9 @@
 //   d_w * d_x * sum(level_w * level_x) (+ m_w * s_x)), for Q8_K quant::ref's float vec_dot (its
 //   own rounding, one per super-block and a few, is added to the bound). Against the CPU backend
 //   only the float summation of the block terms differs.
-// - F32, F16, BF16: activations stay F32; the reference is the exact dot of quant::to_float(W)
-//   and x, and against the CPU backend (which rounds x to F16/BF16 for those weights) the outputs
-//   may differ by sum|w_i| * e_i, e_i that rounding.
+// - F32, F16, BF16: activations are rounded to the weight's vec_dot_type (F16, BF16; F32 stays)
+//   as the CPU backend and llama.cpp do; the reference is the exact dot of quant::to_float(W) and
+//   that rounded x (quant::fp32_to_fp16 / fp32_to_bf16).
 //
 // Stated tolerances:
 // - get_rows: bit-identical to quant::to_float (the shader repeats its float operations).
@@ -23,8 +23,9 @@
 //   then a 5-level tree; Higham's gamma_n bound for recursive summation, with 3 roundings per
 //   block term).
 // - matmul vs the CPU backend, quantized types: twice that bound (both sides' summation); F32,
-//   F16, BF16: twice the activation-rounding budget plus both sides' float summation bounds.
-// - integer-dot kernel with and without SPV_KHR_integer_dot_product: bit-identical.
+//   F16, BF16: 2 (k + 8) 2^-24 sum of |w_i x_i| (the CPU sums the k products in its own order).
+// - integer-dot kernel with and without SPV_KHR_integer_dot_product: bit-identical; every kernel
+//   with and without 16-bit storage loads: bit-identical.
 // - batch invariance: a column's outputs are bit-identical whatever the number of columns.
 // Outputs start as NaN (an output the op skips fails) and are followed by guard bytes. Without a
 // Vulkan device each test WARNs and returns.
@@ -216,10 +217,22 @@ int min_type_level(TypeId t, const uint8_t* row, int64_t b, int j, double* m) {
     return level;
 }
 
-Reference reference(const Weights& w, const std::vector<float>& x, int64_t m) {
+// x as the CPU backend dots it with unquantized weights of `type`: rounded to the type's
+// vec_dot_type (F16 for F16 weights, BF16 for BF16, unchanged for F32).
+std::vector<float> dot_activations(TypeId type, std::vector<float> x) {
+    const TypeId act = quant::quant_traits(type)->vec_dot_type;
+    for (float& v : x) {
+        if (act == TypeId::F16) v = quant::fp16_to_fp32(quant::fp32_to_fp16(v));
+        if (act == TypeId::BF16) v = quant::bf16_to_fp32(quant::fp32_to_bf16(v));
+    }
+    return x;
+}
+
+Reference reference(const Weights& w, const std::vector<float>& x_f32, int64_t m) {
     const int64_t k = w.k;
     Reference ref{std::vector<double>(w.n * m), std::vector<double>(w.n * m)};
     if (!quantizes_activations(w.type)) {
+        const std::vector<float> x = dot_activations(w.type, x_f32);
         for (int64_t c = 0; c < m; ++c)
             for (int64_t r = 0; r < w.n; ++r) {
                 double exact = 0, magnitude = 0;
@@ -234,12 +247,12 @@ Reference reference(const Weights& w, const std::vector<float>& x, int64_t m) {
         return ref;
     }
     const TypeId act = quant::quant_traits(w.type)->vec_dot_type;
-    if (act == TypeId::Q8_K) return reference_q8k(w, x, m);
+    if (act == TypeId::Q8_K) return reference_q8k(w, x_f32, m);
     const bool with_min = act == TypeId::Q8_1;
     const int64_t n_blocks = k / quant::kQK;
     std::vector<uint8_t> xq(quant::row_bytes(act, k));
     for (int64_t c = 0; c < m; ++c) {
-        quant::activation_from_float(act)(x.data() + c * k, xq.data(), k);
+        quant::activation_from_float(act)(x_f32.data() + c * k, xq.data(), k);
         for (int64_t r = 0; r < w.n; ++r) {
             const uint8_t* row = w.bytes.data() + r * w.row_bytes();
             double exact = 0, magnitude = 0;
@@ -303,20 +316,6 @@ double worst_ratio_to_exact(const Weights& w, const std::vector<float>& x, int64
     return worst;
 }
 
-// How far the CPU backend's rounding of activation x_i to `act` (F32, F16 or BF16: the
-// unquantized weights' vec_dot_type) can move it (see the top).
-std::vector<double> activation_rounding(TypeId act, const std::vector<float>& x) {
-    std::vector<double> e(x.size(), 0.0);
-    if (act == TypeId::F16 || act == TypeId::BF16) {
-        for (size_t i = 0; i < x.size(); ++i) {
-            const float rounded = act == TypeId::F16 ? quant::fp16_to_fp32(quant::fp32_to_fp16(x[i]))
-                                                     : quant::bf16_to_fp32(quant::fp32_to_bf16(x[i]));
-            e[i] = std::fabs(static_cast<double>(x[i]) - rounded);
-        }
-    }
-    return e;
-}
-
 using test::ScopedEnv;
 
 Weights f32_weights(const std::vector<float>& v, int64_t k, int64_t n) {
@@ -353,7 +352,7 @@ TEST_CASE("vulkan matmul equals the exact dot of the dequantized weights for eve
     }
 }
 
-TEST_CASE("vulkan matmul matches the CPU backend within its activation rounding", "[vulkan]") {
+TEST_CASE("vulkan matmul matches the CPU backend within both sides' summation rounding", "[vulkan]") {
     auto vk = test::vulkan_or_skip();
     if (!vk) return;
     cpu::CpuBackend cpu(1);
@@ -372,19 +371,16 @@ TEST_CASE("vulkan matmul matches the CPU backend within its activation rounding"
             backends[b]->matmul(wt.t(), x.t(), y.t());
             outs[b] = y.values();
         }
-        const std::vector<double> e = activation_rounding(quant::quant_traits(type)->vec_dot_type, xv);
+        const std::vector<float> xd = dot_activations(type, xv);
         const Reference ref = reference(w, xv, m);
         double worst = 0;
         for (int64_t c = 0; c < m; ++c) {
             for (int64_t r = 0; r < n_out; ++r) {
                 double allowed = 2 * summation_bound(k, ref.magnitude[c * n_out + r], ref.ref_terms);
                 if (!quantizes_activations(type)) {
-                    double budget = 0, magnitude = 0;
-                    for (int64_t i = 0; i < k; ++i) {
-                        budget += std::fabs(w.values[r * k + i]) * e[c * k + i];
-                        magnitude += std::fabs(static_cast<double>(w.values[r * k + i]) * xv[c * k + i]);
-                    }
-                    allowed = 2 * budget + 2 * static_cast<double>(k + 8) * kUnitRoundoff * magnitude;
+                    double magnitude = 0;
+                    for (int64_t i = 0; i < k; ++i) magnitude += std::fabs(static_cast<double>(w.values[r * k + i]) * xd[c * k + i]);
+                    allowed = 2 * static_cast<double>(k + 8) * kUnitRoundoff * magnitude;
                 }
                 const double diff = std::fabs(static_cast<double>(outs[0][c * n_out + r]) - outs[1][c * n_out + r]);
                 worst = std::isnan(diff) ? INFINITY : std::max(worst, allowed > 0 ? diff / allowed : diff * INFINITY);
@@ -426,6 +422,55 @@ TEST_CASE("vulkan integer-dot matmul gives the same bits with and without intege
             }
             CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
             CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+        }
+    }
+}
+
+TEST_CASE("vulkan matmul and get_rows give the same bits with and without 16-bit storage", "[vulkan]") {
+    // With storageBuffer16BitAccess (lavapipe has it) the weight shaders read fp16 scales and
+    // F16/BF16 elements with 16-bit loads (the *_s16 variants); DESKSIDE_VULKAN_DISABLE=storage16
+    // selects the 32-bit-word path. Both read the same bits, so the outputs must be identical;
+    // also with integer dot products off, so every kernel variant is compared.
+    std::unique_ptr<Backend> reference = test::vulkan_or_skip();
+    if (!reference) return;
+    bool has_storage16 = false;
+    for (const DeviceInfo& d : list_devices())
+        if (d.api == "vulkan") has_storage16 = has_storage16 || std::count(d.features.begin(), d.features.end(), "storage16") > 0;
+    if (!has_storage16) WARN("this Vulkan device has no 16-bit storage: both runs use the 32-bit-word path");
+    for (const char* disabled : {"storage16", "storage16,int8-dot"}) {
+        std::unique_ptr<Backend> fallback;
+        {
+            const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", disabled);
+            fallback = test::vulkan_or_skip();
+        }
+        Backend* devices[2] = {reference.get(), fallback.get()};
+        for (TypeId type : kTypes) {
+            // k with a partial step (and a partial unit for the float types); odd block counts put
+            // every other block's fp16 scale at an address that is not a multiple of 4.
+            const int64_t k = type == TypeId::F32 || type == TypeId::F16 || type == TypeId::BF16 ? 1100 : row_lengths(type)[1];
+            const int64_t n_out = 11;
+            INFO(type_name(type) << ", DESKSIDE_VULKAN_DISABLE=" << disabled);
+            const Weights w = make_weights(type, k, n_out, 51);
+            const std::vector<int32_t> ids{5, 0, 10, 5};
+            for (int64_t m : {1, 9}) {
+                const std::vector<float> xv = random_values(k * m, 53 + static_cast<uint32_t>(m), -4.0f, 4.0f);
+                std::vector<float> out[2], rows[2];
+                for (int d = 0; d < 2; ++d) {
+                    const RawTensor wt(*devices[d], w, unaligned_offset(type));
+                    DeviceTensor x(*devices[d], TypeId::F32, k, m, xv);
+                    DeviceTensor y(*devices[d], TypeId::F32, n_out, m);
+                    devices[d]->matmul(wt.t(), x.t(), y.t());
+                    out[d] = y.values();
+                    DeviceTensor dst(*devices[d], TypeId::F32, k, static_cast<int64_t>(ids.size()));
+                    devices[d]->get_rows(wt.t(), ids, dst.t());
+                    rows[d] = dst.values();
+                }
+                CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
+                CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+                for (size_t i = 0; i < ids.size(); ++i)
+                    CHECK(std::memcmp(rows[0].data() + i * k, w.values.data() + ids[i] * k, k * sizeof(float)) == 0);
+                CHECK(std::memcmp(rows[0].data(), rows[1].data(), rows[0].size() * sizeof(float)) == 0);
+            }
         }
     }
 }

@@ -41,22 +41,51 @@ std::string describe(const Placement& p) {
     return p.ratios.empty() ? out : out + " split " + p.ratios;
 }
 
-// Greedy tokens for the first `n_cases` reference prompts of `stem` (as many as the reference
-// generated).
-std::vector<std::vector<int32_t>> greedy_runs(const std::string& stem, const Placement& p, size_t n_cases) {
+// A greedy continuation and, per token, the top-1 minus top-2 gap of the logits it was picked from.
+struct GreedyRun {
+    std::vector<int32_t> tokens;
+    std::vector<double> gaps;
+};
+
+GreedyRun greedy_run(Model& model, int32_t seq, const std::vector<int32_t>& prompt, size_t n) {
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({seq, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
+    std::span<const float> logits = model.decode(batch);
+    GreedyRun run;
+    while (run.tokens.size() < n) {
+        run.gaps.push_back(test::top_gap(logits.data(), model.n_vocab()));
+        run.tokens.push_back(test::argmax(logits.data(), model.n_vocab()));
+        const BatchToken next{seq, run.tokens.back(), static_cast<int32_t>(model.length(seq)), true};
+        logits = model.decode(std::span(&next, 1));
+    }
+    return run;
+}
+
+// Greedy runs for the first `n_cases` reference prompts of `stem` (as many tokens as the
+// reference generated).
+std::vector<GreedyRun> greedy_runs(const std::string& stem, const Placement& p, size_t n_cases) {
     const test::ReferenceRun ref = test::load_reference(stem);
     test::DeviceModel m = test::open_model(shared_path("models/" + stem + ".gguf"), p.devices, p.ratios);
-    std::vector<std::vector<int32_t>> out;
+    std::vector<GreedyRun> out;
     for (size_t c = 0; c < std::min(n_cases, ref.cases.size()); ++c)
-        out.push_back(test::greedy(*m.model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
+        out.push_back(greedy_run(*m.model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
     return out;
 }
 
-void check_like_cpu(const std::string& stem, size_t n_cases = SIZE_MAX) {
-    const std::vector<std::vector<int32_t>> cpu = greedy_runs(stem, {{"cpu"}, ""}, n_cases);
+// Every Vulkan placement's greedy tokens equal the CPU's. With `near_tie` > 0 they may part at
+// the first step where the CPU's top-2 gap is below it (and are not compared after).
+void check_like_cpu(const std::string& stem, size_t n_cases = SIZE_MAX, double near_tie = 0) {
+    const std::vector<GreedyRun> cpu = greedy_runs(stem, {{"cpu"}, ""}, n_cases);
     for (const Placement& p : kVulkanPlacements) {
-        INFO(stem << " on " << describe(p));
-        CHECK(greedy_runs(stem, p, n_cases) == cpu);
+        const std::vector<GreedyRun> vk = greedy_runs(stem, p, n_cases);
+        REQUIRE(vk.size() == cpu.size());
+        for (size_t c = 0; c < cpu.size(); ++c) {
+            const auto& a = cpu[c].tokens;
+            const size_t at = std::mismatch(a.begin(), a.end(), vk[c].tokens.begin()).first - a.begin();
+            INFO(stem << " on " << describe(p) << ", prompt " << c << ": first difference at token " << at << " of "
+                      << a.size() << (at < a.size() ? ", where the CPU's top-2 gap is " + std::to_string(cpu[c].gaps[at]) : ""));
+            CHECK((at == a.size() || cpu[c].gaps[at] < near_tie));
+        }
     }
 }
 
@@ -74,13 +103,18 @@ TEST_CASE("greedy tokens on vulkan0, vulkan0+vulkan1 (1,1 and 3,1) and vulkan0+c
     check_like_cpu("stories260K", 2);  // two of the five prompts: CI time
 }
 
-// The rest (hidden for CI time, `deskside_tests "[vulkan-generation]"`). stories260K-q8_0 fails
-// on vulkan0 and vulkan0,vulkan1: the unexplained deviation of test_vulkan_reference_logits.cpp.
-TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: stories260K quantized", "[engine][.vulkan-generation]") {
+// The rest (hidden for CI time, `deskside_tests "[vulkan-generation]"`).
+// stories260K's quantized files amplify rounding differences (a few ulps become whole Q8
+// activation levels; docs/VULKAN.md, "Agreement with the CPU"): vulkan0's logits are up to 0.42
+// from the CPU's, so two candidates closer than twice that may swap, and the runs part there.
+constexpr double kStoriesQuantNearTie = 0.84;
+
+TEST_CASE("greedy tokens on Vulkan placements equal the CPU's up to near ties: stories260K quantized",
+          "[engine][.vulkan-generation]") {
     const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
     if (!vulkan_split_or_skip()) return;
-    check_like_cpu("stories260K-q8_0");
-    check_like_cpu("stories260K-q4_0");
+    check_like_cpu("stories260K-q8_0", SIZE_MAX, kStoriesQuantNearTie);
+    check_like_cpu("stories260K-q4_0", SIZE_MAX, kStoriesQuantNearTie);
 }
 
 TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: synth-k", "[engine][.vulkan-generation]") {

@@ -5,6 +5,11 @@
 // storage feature is needed; every field is picked out of the words with shifts. Every block
 // of every type has an even byte size and its 16-bit fields sit at even offsets, so a 16-bit
 // load never straddles two words and a 32-bit load at an even address needs at most two.
+// Variants built with USE_STORAGE16 (for devices with storageBuffer16BitAccess) also see binding
+// 0 as 16-bit words (`weight_halves`, an alias of the same buffer): the fp16 scales, F16/BF16
+// elements and the 32-bit loads at addresses that are not multiples of 4 become 16-bit loads.
+// Both read the same bits and convert them with the same unpackHalf2x16, so the two paths give
+// bit-identical results (tests/backends/test_vulkan_matmul.cpp runs both).
 //
 // A row of weights is read in units of 32 consecutive elements (kUnit): a legacy block, or an
 // eighth of a K-quant super-block. dequant_unit() writes the 32 floats of one unit with the
@@ -16,19 +21,33 @@
 // ref: quant/blocks.h and quant/ref_*.cpp (bit-exact with ggml/src/ggml-quants.c dequantize_row_*)
 
 layout(binding = 0, std430) readonly buffer WeightWords { uint weight_words[]; };
+#if defined(USE_STORAGE16)
+#extension GL_EXT_shader_16bit_storage : require
+layout(binding = 0, std430) readonly buffer WeightHalves { uint16_t weight_halves[]; };
+#endif
 
 const uint kUnit = 32;  // elements dequantized together
 
 uint load_u8(uint addr) { return (weight_words[addr >> 2] >> ((addr & 3u) * 8u)) & 0xFFu; }
 
 // addr must be even.
-uint load_u16(uint addr) { return (weight_words[addr >> 2] >> ((addr & 2u) * 8u)) & 0xFFFFu; }
+uint load_u16(uint addr) {
+#if defined(USE_STORAGE16)
+    return uint(weight_halves[addr >> 1]);
+#else
+    return (weight_words[addr >> 2] >> ((addr & 2u) * 8u)) & 0xFFFFu;
+#endif
+}
 
 // Four bytes at an even address, byte 0 in bits 0-7.
 uint load_u32(uint addr) {
     const uint i = addr >> 2;
     if ((addr & 2u) == 0u) return weight_words[i];
+#if defined(USE_STORAGE16)
+    return uint(weight_halves[addr >> 1]) | (uint(weight_halves[(addr >> 1) + 1u]) << 16);
+#else
     return (weight_words[i] >> 16) | (weight_words[i + 1u] << 16);
+#endif
 }
 
 float load_f16(uint addr) { return unpackHalf2x16(load_u16(addr)).x; }

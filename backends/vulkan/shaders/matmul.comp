@@ -14,8 +14,9 @@
 // then the 32 lane sums are added by the same fixed pairwise tree. The accumulators are `precise`
 // (SPIR-V NoContraction): each product and sum is rounded on its own, so no driver may fuse them
 // into an fma in one shader and not in another. (fma() would not do: SPIR-V promises invariance
-// only for an Fma decorated NoContraction, which glslang does not emit.) Activations stay F32 (no
-// Q8 quantization of x), so each output is the exact dot of x with quant::to_float(W) up to the
+// only for an Fma decorated NoContraction, which glslang does not emit.) Activations are not
+// quantized; for F16 and BF16 weights they are rounded to F16 / BF16 as the CPU does
+// (activation_value), so each output is the exact dot of that x with quant::to_float(W) up to the
 // float rounding of that fixed order.
 #extension GL_GOOGLE_include_directive : require
 
@@ -26,6 +27,7 @@ layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
 
 #include "common.glsl"
 #include "dequant.glsl"
+#include "act_quant.glsl"
 
 layout(binding = 1, std430) readonly buffer Activations { float x[]; };
 layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
@@ -46,6 +48,23 @@ layout(push_constant) uniform Params {
 
 const uint kLanes = 32;
 const uint kStep = kLanes * kUnit;  // elements of k consumed per pass over the lanes
+
+// An activation as the CPU backend and llama.cpp dot it with this weight type: converted to the
+// weight's vec_dot_type first, so F16 weights meet x rounded to F16 and BF16 weights x rounded to
+// BF16, both to nearest even with integer operations (packHalf2x16's rounding is left to the
+// driver). F32 weights use x as it is.
+// ref: quant/float16.h (fp32_to_fp16, fp32_to_bf16)
+float activation_value(float v) {
+#if defined(TYPE_F16)
+    return unpackHalf2x16(f32_to_f16_bits(v)).x;
+#elif defined(TYPE_BF16)
+    const uint b = floatBitsToUint(v);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return v;  // NaN stays NaN
+    return uintBitsToFloat(((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) << 16);
+#else
+    return v;
+#endif
+}
 
 // Activations of the current step, one padded row per lane's unit (no bank conflicts).
 shared float xs[COLS][kLanes][kUnit + 1];
@@ -71,7 +90,7 @@ void main() {
             const uint c = i / kStep;
             const uint e = i % kStep;
             const bool inside = col0 + c < p.n_cols && step + e < p.k;
-            xs[c][e / kUnit][e % kUnit] = inside ? x[p.x_offset + (col0 + c) * p.x_stride + step + e] : 0.0;
+            xs[c][e / kUnit][e % kUnit] = activation_value(inside ? x[p.x_offset + (col0 + c) * p.x_stride + step + e] : 0.0);
         }
         barrier();
         const uint unit = step / kUnit + lane;

@@ -3,12 +3,13 @@
 // llama.cpp) quantizes to Q8_0 or Q8_1: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL. W [k, n_rows]
 // (k a multiple of 32), x [k, n_cols] F32, y [n_rows, n_cols] F32.
 //
-// The workgroup layout is matmul.comp's (ROWS rows x 32 lanes, COLS activation columns per tile,
-// 1024 elements of k per step). Each step quantizes the activation tile into shared memory with
-// act_quant.glsl (the CPU's bytes exactly; a block's bytes depend on nothing but its 32 values,
-// so every tile shape quantizes identically), then lane l multiplies block step / 32 + l of its
-// row with each column: an exact integer sum of 32 level products, scaled as in llama.cpp's
-// vec_dot: (d_w * d_x) * float(sum) (+ m_w * s_x for Q4_1/Q5_1).
+// The activations arrive quantized: matmul_act_quant.comp ran once for the whole matmul (the
+// CPU's bytes exactly, act_quant.glsl) and wrote each column's blocks into a scratch buffer, 9
+// words per block (8 words of levels, then d's F16 bits with Q8_1's s in the high half). The
+// workgroup layout is matmul.comp's (ROWS rows x 32 lanes, COLS activation columns per tile);
+// lane l multiplies blocks l, l + 32, ... of its row with each column: an exact integer sum of
+// 32 level products, scaled as in llama.cpp's vec_dot: (d_w * d_x) * float(sum) (+ m_w * s_x
+// for Q4_1/Q5_1).
 //
 // The integer sums use OpSDotAccSatKHR (SPV_KHR_integer_dot_product, declared through
 // GL_EXT_spirv_intrinsics because glslc has no GLSL name for it) in the variants built with
@@ -20,7 +21,7 @@
 // accumulator and the 32 lane sums meet in a fixed tree, whatever the tile shape or the number of
 // columns. The tree stays in shared memory even where subgroup arithmetic exists: a subgroup
 // reduction needs the lanes of one output row to form whole subgroups, which Vulkan does not
-// promise for a 2-D workgroup, and it runs once per output (the cost is in the steps).
+// promise for a 2-D workgroup, and it runs once per output (the cost is in the block loop).
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_INT_DOT)
 #extension GL_EXT_spirv_intrinsics : require
@@ -37,9 +38,8 @@ layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
 #include "common.glsl"
 #include "dequant.glsl"
 #include "weight_levels.glsl"
-#include "act_quant.glsl"
 
-layout(binding = 1, std430) readonly buffer Activations { float x[]; };
+layout(binding = 1, std430) readonly buffer QuantizedActivations { uint xq[]; };
 layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
 
 // As matmul.comp's (vk_matmul.cpp fills both with one struct).
@@ -49,28 +49,27 @@ layout(push_constant) uniform Params {
     uint n_cols;
     uint w_offset;  // bytes
     uint w_stride;  // bytes
-    uint x_offset;  // elements
-    uint x_stride;
+    uint x_offset;  // word of column 0's first block in the quantized activations
+    uint x_stride;  // words between quantized columns
     uint y_offset;
     uint y_stride;
 } p;
 
 const uint kLanes = 32;
-const uint kStep = kLanes * kQ8Block;
+const uint kQ8Block = 32;  // activations per Q8_0 / Q8_1 block
+const uint kQ8Words = 9;   // words per quantized block (matmul_act_quant.comp)
 
-// The quantized activation tile: per column and block, 8 words of levels and the scale word
-// (F16 d, and F16 s in the high half for Q8_1); 9 words per block also spreads the lanes' reads
-// over the banks.
-shared uint xq[COLS][kLanes][9];
 shared float lane_sums[ROWS][COLS][kLanes];
 
-int dot_levels(uint w[8], uint c, uint lane) {
+// Sum of the level products of the weights' block (8 words of signed bytes) and the activations'
+// block at word xq_first.
+int dot_levels(uint w[8], uint xq_first) {
     int sum = 0;
     for (uint i = 0u; i < 8u; ++i) {
 #if defined(USE_INT_DOT)
-        sum = sdot_acc_sat(int(w[i]), int(xq[c][lane][i]), sum, 0);
+        sum = sdot_acc_sat(int(w[i]), int(xq[xq_first + i]), sum, 0);
 #else
-        const int a = int(w[i]), b = int(xq[c][lane][i]);
+        const int a = int(w[i]), b = int(xq[xq_first + i]);
         for (int byte = 0; byte < 32; byte += 8) sum += bitfieldExtract(a, byte, 8) * bitfieldExtract(b, byte, 8);
 #endif
     }
@@ -84,7 +83,6 @@ void main() {
     if (tile >= row_tiles * ((p.n_cols + COLS - 1u) / COLS)) return;  // the whole workgroup
     const uint lane = gl_LocalInvocationID.x;
     const uint tile_row = gl_LocalInvocationID.y;
-    const uint thread = tile_row * kLanes + lane;
     const uint row = (tile % row_tiles) * ROWS + tile_row;
     const uint col0 = (tile / row_tiles) * COLS;
     const uint row_addr = p.w_offset + row * p.w_stride;
@@ -93,38 +91,16 @@ void main() {
     precise float acc[COLS];
     for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
 
-    for (uint step = 0u; step < p.k; step += kStep) {
-        // One thread per (column, block) of the tile quantizes it.
-        for (uint i = thread; i < COLS * kLanes; i += ROWS * kLanes) {
-            const uint c = i / kLanes;
-            const uint blk = i % kLanes;
-            const uint block = step / kQ8Block + blk;
-            uint levels[8];
-            uint scales = 0u;
-            for (uint w = 0u; w < 8u; ++w) levels[w] = 0u;
-            if (col0 + c < p.n_cols && block < n_blocks) {
-                const uint first = p.x_offset + (col0 + c) * p.x_stride + block * kQ8Block;
-                float v[kQ8Block];
-                for (uint j = 0u; j < kQ8Block; ++j) v[j] = x[first + j];
-                float id, d;
-#if defined(WEIGHT_HAS_MIN)
-                quantize_q8_block(v, true, levels, scales, id, d);
-#else
-                quantize_q8_block(v, false, levels, scales, id, d);
-#endif
-            }
-            for (uint w = 0u; w < 8u; ++w) xq[c][blk][w] = levels[w];
-            xq[c][blk][8] = scales;
-        }
-        barrier();
-        const uint block = step / kQ8Block + lane;
-        if (row < p.n_rows && block < n_blocks) {
+    if (row < p.n_rows) {
+        for (uint block = lane; block < n_blocks; block += kLanes) {
             uint w[8];
             float d, m;
             weight_levels(row_addr, block, w, d, m);
             for (uint c = 0u; c < COLS; ++c) {
-                const vec2 scales = unpackHalf2x16(xq[c][lane][8]);  // d_x, s_x
-                precise float term = (d * scales.x) * float(dot_levels(w, c, lane));
+                if (col0 + c >= p.n_cols) break;
+                const uint xq_first = p.x_offset + (col0 + c) * p.x_stride + block * kQ8Words;
+                const vec2 scales = unpackHalf2x16(xq[xq_first + 8u]);  // d_x, s_x
+                precise float term = (d * scales.x) * float(dot_levels(w, xq_first));
 #if defined(WEIGHT_HAS_MIN)
                 precise float with_min = term + m * scales.y;
                 acc[c] = acc[c] + with_min;
@@ -133,7 +109,6 @@ void main() {
 #endif
             }
         }
-        barrier();
     }
 
     for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] = acc[c];
