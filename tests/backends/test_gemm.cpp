@@ -144,6 +144,41 @@ TEST_CASE("AVX2 gemm tiles equal the single-row kernel bit for bit", "[cpu]") {
     }
 }
 
+// The legacy tiles (gemm_legacy_avx2.cpp) take one weight row against up to 8 activation rows,
+// more columns split into tiles of equal width: every width 1..8 and every split up to three tiles
+// (17 columns), called in decreasing sizes so the per-thread scale table is reused at each size.
+TEST_CASE("AVX2 legacy gemm tiles equal the single-row kernel for 1 to 17 activation rows", "[cpu][gemm]") {
+    if (!runs_avx2()) {
+        WARN("this CPU cannot run the AVX2 kernels: skipped");
+        return;
+    }
+    std::mt19937 rng(17);
+    for (TypeId type : {TypeId::Q4_0, TypeId::Q5_0, TypeId::Q8_0, TypeId::IQ4_NL}) {
+        const cpu::GemmFn gemm = cpu::gemm_for(type, cpu::CpuIsa::Avx2);
+        const q::VecDotFn dot = cpu::vec_dot_for(type, cpu::CpuIsa::Avx2);
+        REQUIRE(gemm != nullptr);
+        const int64_t k = 5 * q::kQK, rows = 6;
+        // Random bytes: Q8_0 weights then include the level -128.
+        const auto w = weight_rows(type, k, rows, true, rng);
+        const auto a = activation_rows(TypeId::Q8_0, k, 17, 2.0f, rng);
+        const size_t ws = q::row_bytes(type, k), as = q::row_bytes(TypeId::Q8_0, k), ys = rows + 1;
+        for (int64_t cols = 17; cols >= 1; --cols) {
+            INFO(q::type_info(type).name << " cols=" << cols);
+            std::vector<float> y(ys * cols, NAN);
+            gemm(k, w.data(), ws, rows, a.data(), as, cols, y.data(), ys);
+            int mismatches = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+                for (int64_t r = 0; r < rows; ++r) {
+                    const float single = dot(k, w.data() + r * ws, a.data() + c * as);
+                    if (std::memcmp(&y[c * ys + r], &single, sizeof(float)) != 0) ++mismatches;
+                }
+                CHECK(std::isnan(y[c * ys + rows]));
+            }
+            CHECK(mismatches == 0);
+        }
+    }
+}
+
 TEST_CASE("best_gemm only pairs a tile kernel with its own single-row twin", "[cpu]") {
     for (TypeId type : kGemmTypes) {
         INFO(q::type_info(type).name);
