@@ -122,6 +122,14 @@ class Backend {
     // Read-only weights that live in host memory (an mmap) for the lifetime of the returned
     // buffer; a host backend may use them in place, a device backend copies them.
     virtual std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) = 0;
+    // A weight matrix [ne0, ne1] of `type` (contiguous rows, host memory as for map_weights).
+    // A backend may keep it in a layout of its own (the CPU backend interleaves Q4_0 / Q4_K rows,
+    // backends/cpu/repack.h); every op reads the whole-matrix Tensor made over the returned buffer
+    // (make_tensor(buf, 0, type, ne0, ne1)) correctly, but views of some of its rows and byte
+    // access (download) are only valid where the layout is the plain one.
+    virtual std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) {
+        return map_weights(host, quant::row_bytes(type, ne0) * static_cast<size_t>(ne1));
+    }
     virtual void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) = 0;
     virtual void download(const Buffer& src, size_t offset, void* dst, size_t bytes) = 0;
     // Waits until every op issued so far has finished.

@@ -63,7 +63,8 @@ backends::Tensor ModelWeights::place(const models::ModelInfo& info, const models
         buffers_.push_back(std::move(buf));
         return out;
     }
-    auto buf = backend.map_weights(t.data, t.n_bytes);
+    // The backend sees the matrix's type and shape: the CPU backend may store it interleaved.
+    auto buf = backend.map_weight_matrix(t.data, t.type, shape[0], shape[1]);
     backends::Tensor out = backends::make_tensor(buf.get(), 0, t.type, shape[0], shape[1]);
     buffers_.push_back(std::move(buf));
     return out;

@@ -8,6 +8,11 @@
 #include <string>
 #include <string_view>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "quant/quant.h"
+
 namespace deskside::backends::cpu {
 
 namespace {
@@ -51,6 +56,37 @@ std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) {
 std::unique_ptr<Buffer> CpuBackend::map_weights(const void* host, size_t bytes) {
     // The mapping is read-only; no op writes to a weights buffer.
     return std::make_unique<HostBuffer>(static_cast<uint8_t*>(const_cast<void*>(host)), bytes, false);
+}
+
+std::unique_ptr<Buffer> CpuBackend::map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) {
+    const size_t row_bytes = quant::row_bytes(type, ne0);
+    const size_t bytes = row_bytes * static_cast<size_t>(ne1);
+    const WeightLayout layout = weight_layout_for(type, ne1);
+    if (layout == WeightLayout::Plain) return map_weights(host, bytes);
+
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    auto* data = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, rounded));
+    if (!data) throw std::bad_alloc();
+    auto buf = std::make_unique<HostBuffer>(data, bytes, true, layout);
+    const auto* src = static_cast<const uint8_t*>(host);
+    // Independent slices of whole groups (the last one also takes the plain tail rows).
+    constexpr int64_t kRowsPerSlice = 64;
+    const int64_t n_slices = (ne1 + kRowsPerSlice - 1) / kRowsPerSlice;
+    for_each(n_slices, kRowsPerSlice * ne0, [&](int64_t i, int) {
+        const int64_t r0 = i * kRowsPerSlice, n = std::min(kRowsPerSlice, ne1 - r0);
+        repack_matrix(layout, src + r0 * row_bytes, ne0, n, data + r0 * row_bytes);
+    });
+    // Nothing reads the source again: let the kernel reclaim its pages (whole pages inside it
+    // only). PAGEOUT, unlike DONTNEED, never loses data: an anonymous source (a checkpoint
+    // quantized on load) is swapped rather than zeroed, a file mapping re-reads on access.
+#ifdef MADV_PAGEOUT
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(src) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(src) + bytes) / page * page;
+    // Advice only: a failure (an old kernel without PAGEOUT) leaves the pages where they are.
+    if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_PAGEOUT);
+#endif
+    return buf;
 }
 
 void CpuBackend::upload(Buffer& dst, size_t offset, const void* src, size_t bytes) {

@@ -11,22 +11,27 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/repack.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace deskside::backends::cpu {
 
-// Host memory: owned (alloc) or borrowed (map_weights).
+// Host memory: owned (alloc, repacked weights) or borrowed (map_weights). A weight matrix in an
+// x8 layout (repack.h) records it, so that matmul and get_rows read it as such.
 class HostBuffer final : public Buffer {
    public:
-    HostBuffer(uint8_t* data, size_t size, bool owned) : data_(data), size_(size), owned_(owned) {}
+    HostBuffer(uint8_t* data, size_t size, bool owned, WeightLayout layout = WeightLayout::Plain)
+        : data_(data), size_(size), owned_(owned), layout_(layout) {}
     ~HostBuffer() override;
     size_t size() const override { return size_; }
     uint8_t* data() const { return data_; }
+    WeightLayout layout() const { return layout_; }
 
    private:
     uint8_t* data_;
     size_t size_;
     bool owned_;
+    WeightLayout layout_;
 };
 
 // The first byte of row `row` of t (t must live in a HostBuffer).
@@ -43,6 +48,10 @@ class CpuBackend final : public Backend {
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override;
     std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) override;
+    // Q4_0 / Q4_K matrices are copied into an x8 layout (repack.h, weight_layout_for) and the
+    // source pages are handed back to the kernel (madvise MADV_PAGEOUT), so resident memory
+    // stays about the model's size; other types are used in place as map_weights does.
+    std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) override;
     void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
     void download(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
     void synchronize() override {}
@@ -73,9 +82,14 @@ class CpuBackend final : public Backend {
         for_each(n_rows, elements_per_row, [&](int64_t r, int) { fn(r); });
     }
 
+    // matmul over a weight matrix in an x8 layout (ops_quantized.cpp).
+    void matmul_repacked(WeightLayout layout, const Tensor& w, const uint8_t* act, size_t act_stride, const Tensor& y);
+
     ThreadPool pool_;
     // Scratch kept between calls so that steady-state decoding allocates nothing.
     std::vector<uint8_t> activations_;  // matmul: x quantized to the weights' vec_dot_type
+    std::vector<int16_t> activation_sums_;  // matmul on Q4_0x8: integer sum of each Q8_0 block
+    std::vector<uint8_t> row_scratch_;      // get_rows on x8 layouts: a row in the GGUF layout, per thread
     std::vector<float> attention_scratch_;  // per thread: scores, q in K's dot type, a V row
 };
 

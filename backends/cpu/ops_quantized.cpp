@@ -6,14 +6,22 @@
 // tiled gemm kernel (gemm_kernels.h) whose every output is summed in the single-row kernel's
 // order: the reduction order inside an element depends only on the row length, never on the
 // batch size or the thread count (DESIGN.md key decision 5).
+//
+// Q4_0 / Q4_K matrices loaded through map_weight_matrix are row-interleaved (repack.h): their
+// groups of 8 rows go through the x8 kernel for every batch size, decode included (its 1-column
+// tile), and get_rows gathers a row back into the GGUF layout before dequantizing it.
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "backends/cpu/convert_f16.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/dot_kernels.h"
 #include "backends/cpu/gemm_kernels.h"
+#include "backends/cpu/repack.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace deskside::backends::cpu {
@@ -40,6 +48,12 @@ constexpr int64_t kMatmulColsPerTask = 64;
 // a line already cached costs one instruction.
 constexpr int64_t kPrefetchRows = 2;
 
+// The x8 layouts are read as whole matrices: a view of some rows would split a group.
+void check_whole_matrix(const Tensor& t, const char* op) {
+    if (t.offset != 0 || t.row_stride != t.row_bytes() || static_cast<size_t>(t.ne1) * t.row_bytes() != t.buffer->size())
+        throw std::invalid_argument(std::string("cpu ") + op + ": a row-interleaved weight matrix can only be used whole");
+}
+
 void prefetch_lines(const uint8_t* p, size_t n) {
     constexpr size_t kLine = 64;
     for (size_t off = 0; off < n; off += kLine) __builtin_prefetch(p + off, 0, 3);
@@ -55,8 +69,22 @@ void CpuBackend::get_rows(const Tensor& table, std::span<const int32_t> ids, con
             throw std::out_of_range("cpu get_rows: row id " + std::to_string(ids[i]) + " outside [0, " +
                                     std::to_string(table.ne1) + ")");
     }
-    for_rows(static_cast<int64_t>(ids.size()), table.ne0, [&](int64_t i) {
-        t.to_float(host_row(table, ids[i]), host_f32_row(dst, i), table.ne0);
+    const WeightLayout layout = static_cast<const HostBuffer*>(table.buffer)->layout();
+    if (layout == WeightLayout::Plain) {
+        for_rows(static_cast<int64_t>(ids.size()), table.ne0, [&](int64_t i) {
+            t.to_float(host_row(table, ids[i]), host_f32_row(dst, i), table.ne0);
+        });
+        return;
+    }
+    // An interleaved matrix (a tied embedding / output head): gather the row into the GGUF
+    // layout first, then the type's own dequantizer gives the same floats as before the repack.
+    check_whole_matrix(table, "get_rows");
+    const size_t row_bytes = table.row_bytes();
+    if (row_scratch_.size() < row_bytes * pool_.size()) row_scratch_.resize(row_bytes * pool_.size());
+    for_each(static_cast<int64_t>(ids.size()), table.ne0, [&](int64_t i, int thread) {
+        uint8_t* plain = row_scratch_.data() + thread * row_bytes;
+        unpack_row(layout, host_row(table), table.ne0, table.ne1, ids[i], plain);
+        t.to_float(plain, host_f32_row(dst, i), table.ne0);
     });
 }
 
@@ -77,6 +105,12 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
         if (!quantize) throw std::invalid_argument("cpu matmul: no quantizer for the activation type");
         for_rows(m, k, [&](int64_t j) { quantize(host_f32_row(x, j), base + j * act_stride, k); });
         act = base;
+    }
+
+    const WeightLayout layout = static_cast<const HostBuffer*>(w.buffer)->layout();
+    if (layout != WeightLayout::Plain) {
+        matmul_repacked(layout, w, act, act_stride, y);
+        return;
     }
 
     const GemmFn gemm = m > 1 ? best_gemm(w.type) : nullptr;
@@ -115,8 +149,64 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     });
 }
 
+void CpuBackend::matmul_repacked(WeightLayout layout, const Tensor& w, const uint8_t* act, size_t act_stride,
+                                 const Tensor& y) {
+    check_whole_matrix(w, "matmul");
+    const int64_t k = w.ne0, n_out = w.ne1, m = y.ne1;
+    const int64_t n_il = interleaved_rows(n_out);
+    const RepackedGemmFn kernel = repacked_gemm(layout);
+    // Q4_0x8 folds the weights' +8 level offset into one subtraction per block, which needs the
+    // integer sum of every activation block.
+    const int64_t nb = k / quant::kQK;
+    const int16_t* sums = nullptr;
+    if (needs_block_sums(layout)) {
+        if (activation_sums_.size() < static_cast<size_t>(nb * m)) activation_sums_.resize(nb * m);
+        for_rows(m, k, [&](int64_t j) {
+            const auto* blocks = reinterpret_cast<const quant::BlockQ8_0*>(act + j * act_stride);
+            for (int64_t b = 0; b < nb; ++b) {
+                int sum = 0;
+                for (int8_t v : blocks[b].qs) sum += v;
+                activation_sums_[j * nb + b] = static_cast<int16_t>(sum);
+            }
+        });
+        sums = activation_sums_.data();
+    }
+    // The plain tail rows (n_out % 8 of them) go through the GGUF-layout kernels, tiled or not by
+    // m exactly as in matmul, so they too are batch-invariant.
+    const GemmFn gemm = m > 1 ? best_gemm(w.type) : nullptr;
+    const quant::VecDotFn dot = best_vec_dot(w.type);
+    const uint8_t* weights = host_row(w);
+    const size_t w_stride = w.row_stride;
+    float* out = host_f32_row(y);
+    const size_t out_stride = y.row_stride / sizeof(float);
+    const int64_t row_blocks = (n_out + kMatmulRowsPerTask - 1) / kMatmulRowsPerTask;
+    const int64_t col_blocks = (m + kMatmulColsPerTask - 1) / kMatmulColsPerTask;
+    const int64_t cols_per_block = std::min(m, kMatmulColsPerTask);
+    for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, [&](int64_t task, int) {
+        const int64_t r0 = (task % row_blocks) * kMatmulRowsPerTask;
+        const int64_t c0 = (task / row_blocks) * kMatmulColsPerTask;
+        const int64_t r1 = std::min(n_out, r0 + kMatmulRowsPerTask);
+        const int64_t nc = std::min(m - c0, kMatmulColsPerTask);
+        const int64_t split = std::clamp(n_il, r0, r1);
+        if (split > r0)
+            kernel(k, weights + r0 * w_stride, (split - r0) / kRepackRows, act + c0 * act_stride, act_stride,
+                   sums ? sums + c0 * nb : nullptr, static_cast<size_t>(nb), nc, out + c0 * out_stride + r0, out_stride);
+        if (split == r1) return;
+        if (gemm) {
+            gemm(k, weights + split * w_stride, w_stride, r1 - split, act + c0 * act_stride, act_stride, nc,
+                 out + c0 * out_stride + split, out_stride);
+            return;
+        }
+        for (int64_t j = c0; j < c0 + nc; ++j)
+            for (int64_t r = split; r < r1; ++r) out[j * out_stride + r] = dot(k, weights + r * w_stride, act + j * act_stride);
+    });
+}
+
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
     assert(src.ne0 == dst.ne0 && src.ne1 == dst.ne1);
+    // Weights are read-only, and a row-interleaved one has no GGUF rows to copy (get_rows reads it).
+    if (static_cast<const HostBuffer*>(src.buffer)->layout() != WeightLayout::Plain)
+        throw std::invalid_argument("cpu copy: the source is a row-interleaved weight matrix; read it with get_rows");
     if (src.type == dst.type) {
         const size_t bytes = src.row_bytes();
         for_rows(src.ne1, src.ne0, [&](int64_t r) { std::memmove(host_row(dst, r), host_row(src, r), bytes); });
@@ -139,7 +229,9 @@ void CpuBackend::set_rows(const Tensor& src, const Tensor& dst, std::span<const 
     for (int32_t r : rows) {
         if (r < 0 || r >= dst.ne1) throw std::out_of_range("cpu set_rows: row " + std::to_string(r) + " out of range");
     }
-    for_rows(src.ne1, src.ne0, [&](int64_t i) { t.from_float(host_f32_row(src, i), host_row(dst, rows[i]), src.ne0); });
+    // F16 (the default KV cache) goes through the F16C converter: the same bits, ~20x faster.
+    const quant::FromFloatFn write = dst.type == quant::TypeId::F16 ? best_f16_converter() : t.from_float;
+    for_rows(src.ne1, src.ne0, [&](int64_t i) { write(host_f32_row(src, i), host_row(dst, rows[i]), src.ne0); });
 }
 
 }  // namespace deskside::backends::cpu

@@ -104,7 +104,10 @@ inline constexpr ReferenceModel kReferenceModels[] = {
     {"stories260K-bf16", ReferenceFamily::StoriesFloat, measured(0.0769, 0.0229), measured(0.0825, 0.0441)},
     {"stories260K-q5_0", ReferenceFamily::StoriesQuant, kQuantAccepted, measured(0.377, 0.185)},
     {"stories260K-q8_0", ReferenceFamily::StoriesQuant, kQuantAccepted, measured(0.397, 0.194)},
-    {"stories260K-q4_0", ReferenceFamily::StoriesQuant, measured(0.298, 0.0445), measured(0.391, 0.194)},
+    // Q4_0 on the CPU is repacked into 8-row groups (backends/cpu/repack.h), summed per row in
+    // another order than the plain vec_dot's; the mean moved from 0.044 back to the 0.079 it had
+    // before the vec_dot's order was matched to ggml's, the max stayed.
+    {"stories260K-q4_0", ReferenceFamily::StoriesQuant, measured(0.298, 0.0795), measured(0.391, 0.194)},
     {"stories260K-q4_1", ReferenceFamily::StoriesQuant, measured(0.202, 0.0036), measured(0.419, 0.194)},
     {"stories260K-q5_1", ReferenceFamily::StoriesQuant, measured(0.274, 0.067), measured(0.377, 0.194)},
     {"synth-k", ReferenceFamily::SynthK, measured(0.0073, 0.0035), measured(0.00758, 0.00370)},
