@@ -37,7 +37,10 @@ def one_request(session, args, prompt):
     t0 = time.perf_counter()
     ttft = None
     finish = None
-    with session.post(args.url + "/v1/completions", json=body, stream=True, timeout=600) as r:
+    # A fresh connection per request: llama-server may close a kept-alive connection after a
+    # stream, and the next request on it then fails with RemoteDisconnected.
+    with session.post(args.url + "/v1/completions", json=body, stream=True, timeout=600,
+                      headers={"Connection": "close"}) as r:
         if r.status_code != 200:
             raise RuntimeError(f"{args.url}: HTTP {r.status_code}: {r.text[:300]}")
         for line in r.iter_lines():
