@@ -82,9 +82,6 @@ class CpuBackend final : public Backend {
         for_each(n_rows, elements_per_row, [&](int64_t r, int) { fn(r); });
     }
 
-    // matmul over a weight matrix in an x8 layout (ops_quantized.cpp).
-    void matmul_repacked(WeightLayout layout, const Tensor& w, const uint8_t* act, size_t act_stride, const Tensor& y);
-
     ThreadPool pool_;
     // Scratch kept between calls so that steady-state decoding allocates nothing.
     std::vector<uint8_t> activations_;  // matmul: x quantized to the weights' vec_dot_type

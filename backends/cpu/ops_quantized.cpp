@@ -107,10 +107,32 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
         act = base;
     }
 
+    // An x8 (row-interleaved) matrix sends its groups of 8 rows, [0, n_il), through the x8 kernel
+    // for every m, decode included; its n_out % 8 tail rows, like every row of a plain matrix, go
+    // through the GGUF-layout kernels, tiled or not by m alone. Both are batch-invariant.
     const WeightLayout layout = static_cast<const HostBuffer*>(w.buffer)->layout();
+    int64_t n_il = 0;
+    RepackedGemmFn x8_kernel = nullptr;
+    const int64_t nb = k / quant::kQK;
+    const int16_t* sums = nullptr;
     if (layout != WeightLayout::Plain) {
-        matmul_repacked(layout, w, act, act_stride, y);
-        return;
+        check_whole_matrix(w, "matmul");
+        n_il = interleaved_rows(n_out);
+        x8_kernel = repacked_gemm(layout);
+        // Q4_0x8 folds the weights' +8 level offset into one subtraction per block, which needs
+        // the integer sum of every activation block.
+        if (needs_block_sums(layout)) {
+            if (activation_sums_.size() < static_cast<size_t>(nb * m)) activation_sums_.resize(nb * m);
+            for_rows(m, k, [&](int64_t j) {
+                const auto* blocks = reinterpret_cast<const quant::BlockQ8_0*>(act + j * act_stride);
+                for (int64_t b = 0; b < nb; ++b) {
+                    int sum = 0;
+                    for (int8_t v : blocks[b].qs) sum += v;
+                    activation_sums_[j * nb + b] = static_cast<int16_t>(sum);
+                }
+            });
+            sums = activation_sums_.data();
+        }
     }
 
     const GemmFn gemm = m > 1 ? best_gemm(w.type) : nullptr;
@@ -126,79 +148,32 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, [&](int64_t task, int) {
         const int64_t r0 = (task % row_blocks) * kMatmulRowsPerTask;
         const int64_t c0 = (task / row_blocks) * kMatmulColsPerTask;
-        const int64_t nr = std::min(n_out - r0, kMatmulRowsPerTask);
-        const int64_t nc = std::min(m - c0, kMatmulColsPerTask);
-        if (gemm) {
-            gemm(k, weights + r0 * w_stride, w_stride, nr, act + c0 * act_stride, act_stride, nc,
-                 out + c0 * out_stride + r0, out_stride);
-            return;
-        }
-        for (int64_t j = c0; j < c0 + nc; ++j) {
-            const uint8_t* a = act + j * act_stride;
-            float* row = out + j * out_stride;
-            for (int64_t r = r0; r < r0 + nr; ++r) {
-                // The first activation row brings the task's weight rows in; the others find
-                // them cached. At the task's first row, rows r0 + 1 .. r0 + kPrefetchRows start.
-                if (j == c0) {
-                    for (int64_t p = r == r0 ? r + 1 : r + kPrefetchRows; p <= r + kPrefetchRows && p < n_out; ++p)
-                        prefetch_lines(weights + p * w_stride, w_stride);
-                }
-                row[r] = dot(k, weights + r * w_stride, a);
-            }
-        }
-    });
-}
-
-void CpuBackend::matmul_repacked(WeightLayout layout, const Tensor& w, const uint8_t* act, size_t act_stride,
-                                 const Tensor& y) {
-    check_whole_matrix(w, "matmul");
-    const int64_t k = w.ne0, n_out = w.ne1, m = y.ne1;
-    const int64_t n_il = interleaved_rows(n_out);
-    const RepackedGemmFn kernel = repacked_gemm(layout);
-    // Q4_0x8 folds the weights' +8 level offset into one subtraction per block, which needs the
-    // integer sum of every activation block.
-    const int64_t nb = k / quant::kQK;
-    const int16_t* sums = nullptr;
-    if (needs_block_sums(layout)) {
-        if (activation_sums_.size() < static_cast<size_t>(nb * m)) activation_sums_.resize(nb * m);
-        for_rows(m, k, [&](int64_t j) {
-            const auto* blocks = reinterpret_cast<const quant::BlockQ8_0*>(act + j * act_stride);
-            for (int64_t b = 0; b < nb; ++b) {
-                int sum = 0;
-                for (int8_t v : blocks[b].qs) sum += v;
-                activation_sums_[j * nb + b] = static_cast<int16_t>(sum);
-            }
-        });
-        sums = activation_sums_.data();
-    }
-    // The plain tail rows (n_out % 8 of them) go through the GGUF-layout kernels, tiled or not by
-    // m exactly as in matmul, so they too are batch-invariant.
-    const GemmFn gemm = m > 1 ? best_gemm(w.type) : nullptr;
-    const quant::VecDotFn dot = best_vec_dot(w.type);
-    const uint8_t* weights = host_row(w);
-    const size_t w_stride = w.row_stride;
-    float* out = host_f32_row(y);
-    const size_t out_stride = y.row_stride / sizeof(float);
-    const int64_t row_blocks = (n_out + kMatmulRowsPerTask - 1) / kMatmulRowsPerTask;
-    const int64_t col_blocks = (m + kMatmulColsPerTask - 1) / kMatmulColsPerTask;
-    const int64_t cols_per_block = std::min(m, kMatmulColsPerTask);
-    for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, [&](int64_t task, int) {
-        const int64_t r0 = (task % row_blocks) * kMatmulRowsPerTask;
-        const int64_t c0 = (task / row_blocks) * kMatmulColsPerTask;
         const int64_t r1 = std::min(n_out, r0 + kMatmulRowsPerTask);
         const int64_t nc = std::min(m - c0, kMatmulColsPerTask);
-        const int64_t split = std::clamp(n_il, r0, r1);
+        const int64_t split = std::clamp(n_il, r0, r1);  // rows [r0, split) are interleaved
         if (split > r0)
-            kernel(k, weights + r0 * w_stride, (split - r0) / kRepackRows, act + c0 * act_stride, act_stride,
-                   sums ? sums + c0 * nb : nullptr, static_cast<size_t>(nb), nc, out + c0 * out_stride + r0, out_stride);
+            x8_kernel(k, weights + r0 * w_stride, (split - r0) / kRepackRows, act + c0 * act_stride, act_stride,
+                      sums ? sums + c0 * nb : nullptr, static_cast<size_t>(nb), nc, out + c0 * out_stride + r0,
+                      out_stride);
         if (split == r1) return;
         if (gemm) {
             gemm(k, weights + split * w_stride, w_stride, r1 - split, act + c0 * act_stride, act_stride, nc,
                  out + c0 * out_stride + split, out_stride);
             return;
         }
-        for (int64_t j = c0; j < c0 + nc; ++j)
-            for (int64_t r = split; r < r1; ++r) out[j * out_stride + r] = dot(k, weights + r * w_stride, act + j * act_stride);
+        for (int64_t j = c0; j < c0 + nc; ++j) {
+            const uint8_t* a = act + j * act_stride;
+            float* row = out + j * out_stride;
+            for (int64_t r = split; r < r1; ++r) {
+                // The first activation row brings the task's weight rows in; the others find
+                // them cached. At the task's first row, rows r + 1 .. r + kPrefetchRows start.
+                if (j == c0) {
+                    for (int64_t p = r == split ? r + 1 : r + kPrefetchRows; p <= r + kPrefetchRows && p < n_out; ++p)
+                        prefetch_lines(weights + p * w_stride, w_stride);
+                }
+                row[r] = dot(k, weights + r * w_stride, a);
+            }
+        }
     });
 }
 

@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
 #include "backends/cpu/gemm_kernels.h"
+#include "kernel_test_data.h"
 #include "op_harness.h"
 #include "support/scoped_env.h"
 #include "quant/activation_quant.h"
@@ -32,70 +33,12 @@
 namespace cpu = deskside::backends::cpu;
 namespace q = deskside::quant;
 using q::TypeId;
+using namespace deskside::test;
 
 namespace {
 
 constexpr TypeId kGemmTypes[] = {TypeId::Q4_0, TypeId::Q5_0, TypeId::Q8_0, TypeId::IQ4_NL, TypeId::Q4_K, TypeId::Q6_K};
 
-std::vector<float> gaussian(size_t n, std::mt19937& rng, float sigma) {
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-}
-
-// Rows of `type`: quantized Gaussians (for types with a quantizer), or random bytes with every fp16 field (the block scales,
-// found by name in the block layouts) set to a sane finite value.
-std::vector<uint8_t> weight_rows(TypeId type, int64_t k, int64_t rows, bool random_bytes, std::mt19937& rng) {
-    const size_t row = q::row_bytes(type, k);
-    std::vector<uint8_t> data(row * rows);
-    if (!random_bytes && q::quant_traits(type)->from_float != nullptr) {
-        const auto v = gaussian(static_cast<size_t>(k * rows), rng, 1.0f);
-        for (int64_t r = 0; r < rows; ++r) q::quant_traits(type)->from_float(v.data() + r * k, data.data() + r * row, k);
-        return data;
-    }
-    for (auto& b : data) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> mag(0.001f, 0.05f);
-    auto scale = [&](uint16_t* field) { *field = q::fp32_to_fp16((rng() & 1 ? -1.0f : 1.0f) * mag(rng)); };
-    const int64_t n_blocks = k / q::type_info(type).block_size * rows;
-    for (int64_t i = 0; i < n_blocks; ++i) {
-        switch (type) {
-            case TypeId::Q4_0: scale(&reinterpret_cast<q::BlockQ4_0*>(data.data())[i].d); break;
-            case TypeId::Q5_0: scale(&reinterpret_cast<q::BlockQ5_0*>(data.data())[i].d); break;
-            case TypeId::Q8_0: scale(&reinterpret_cast<q::BlockQ8_0*>(data.data())[i].d); break;
-            case TypeId::IQ4_NL: scale(&reinterpret_cast<q::BlockIq4Nl*>(data.data())[i].d); break;
-            case TypeId::Q4_K: {
-                auto& b = reinterpret_cast<q::BlockQ4_K*>(data.data())[i];
-                scale(&b.d), scale(&b.dmin);
-                break;
-            }
-            case TypeId::Q6_K: scale(&reinterpret_cast<q::BlockQ6_K*>(data.data())[i].d); break;
-            default: FAIL("no random blocks for this type");
-        }
-    }
-    return data;
-}
-
-std::vector<uint8_t> activation_rows(TypeId type, int64_t k, int64_t rows, float sigma, std::mt19937& rng) {
-    const size_t row = q::row_bytes(type, k);
-    std::vector<uint8_t> data(row * rows);
-    const auto v = gaussian(static_cast<size_t>(k * rows), rng, sigma);
-    for (int64_t r = 0; r < rows; ++r) q::activation_from_float(type)(v.data() + r * k, data.data() + r * row, k);
-    return data;
-}
-
-// Sum of |w_i a_i| over the dequantized operands: the scale of a dot's float rounding.
-double magnitude(TypeId type, const uint8_t* w, const uint8_t* a, int64_t k) {
-    const q::QuantTraits* t = q::quant_traits(type);
-    std::vector<float> wd(k), ad(k);
-    t->to_float(w, wd.data(), k);
-    q::quant_traits(t->vec_dot_type)->to_float(a, ad.data(), k);
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) sum += std::fabs(double(wd[i]) * ad[i]);
-    return sum;
-}
-
-bool runs_avx2() { return cpu::cpu_features().has_avx2_kernels(); }
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
 #include "backends/cpu/repack.h"
+#include "kernel_test_data.h"
 #include "quant/activation_quant.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
@@ -30,49 +31,11 @@
 namespace cpu = deskside::backends::cpu;
 namespace q = deskside::quant;
 using q::TypeId;
+using namespace deskside::test;
 
 namespace {
 
 constexpr TypeId kRepackTypes[] = {TypeId::Q4_0, TypeId::Q4_K};
-
-std::vector<float> gaussian(size_t n, std::mt19937& rng, float sigma) {
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng);
-    return v;
-}
-
-// Quantized Gaussians, or random bytes with sane finite fp16 scales.
-std::vector<uint8_t> weight_rows(TypeId type, int64_t k, int64_t rows, bool random_bytes, std::mt19937& rng) {
-    const size_t row = q::row_bytes(type, k);
-    std::vector<uint8_t> data(row * rows);
-    if (!random_bytes) {
-        const auto v = gaussian(static_cast<size_t>(k * rows), rng, 1.0f);
-        for (int64_t r = 0; r < rows; ++r) q::quant_traits(type)->from_float(v.data() + r * k, data.data() + r * row, k);
-        return data;
-    }
-    for (auto& b : data) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> mag(0.001f, 0.05f);
-    auto scale = [&](uint16_t* field) { *field = q::fp32_to_fp16((rng() & 1 ? -1.0f : 1.0f) * mag(rng)); };
-    const int64_t n_blocks = k / q::type_info(type).block_size * rows;
-    for (int64_t i = 0; i < n_blocks; ++i) {
-        if (type == TypeId::Q4_0) {
-            scale(&reinterpret_cast<q::BlockQ4_0*>(data.data())[i].d);
-        } else {
-            auto& b = reinterpret_cast<q::BlockQ4_K*>(data.data())[i];
-            scale(&b.d), scale(&b.dmin);
-        }
-    }
-    return data;
-}
-
-std::vector<uint8_t> activation_rows(TypeId type, int64_t k, int64_t rows, float sigma, std::mt19937& rng) {
-    const size_t row = q::row_bytes(type, k);
-    std::vector<uint8_t> data(row * rows);
-    const auto v = gaussian(static_cast<size_t>(k * rows), rng, sigma);
-    for (int64_t r = 0; r < rows; ++r) q::activation_from_float(type)(v.data() + r * k, data.data() + r * row, k);
-    return data;
-}
 
 // Integer sums of the Q8_0 blocks of `rows` activation rows (what matmul hands the Q4_0x8 kernel).
 std::vector<int16_t> block_sums(const std::vector<uint8_t>& a, int64_t k, int64_t rows) {
@@ -85,18 +48,6 @@ std::vector<int16_t> block_sums(const std::vector<uint8_t>& a, int64_t k, int64_
     }
     return sums;
 }
-
-double magnitude(TypeId type, const uint8_t* w, const uint8_t* a, int64_t k) {
-    const q::QuantTraits* t = q::quant_traits(type);
-    std::vector<float> wd(k), ad(k);
-    t->to_float(w, wd.data(), k);
-    q::quant_traits(t->vec_dot_type)->to_float(a, ad.data(), k);
-    double sum = 0;
-    for (int64_t i = 0; i < k; ++i) sum += std::fabs(double(wd[i]) * ad[i]);
-    return sum;
-}
-
-bool runs_avx2() { return cpu::cpu_features().has_avx2_kernels(); }
 
 }  // namespace
 
