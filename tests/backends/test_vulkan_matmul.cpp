@@ -324,6 +324,22 @@ Weights f32_weights(const std::vector<float>& v, int64_t k, int64_t n) {
     return w;
 }
 
+// Whether any Vulkan device lists `feature` in `deskside devices`.
+bool some_vulkan_device_has(const char* feature) {
+    for (const DeviceInfo& d : list_devices())
+        if (d.api == "vulkan" && std::count(d.features.begin(), d.features.end(), feature) > 0) return true;
+    return false;
+}
+
+// y = W x on `device`, the weights at an unaligned offset of their buffer; y read back.
+std::vector<float> matmul_on(Backend& device, const Weights& w, int64_t m, const std::vector<float>& xv) {
+    const RawTensor wt(device, w, unaligned_offset(w.type));
+    DeviceTensor x(device, TypeId::F32, w.k, m, xv);
+    DeviceTensor y(device, TypeId::F32, w.n, m);
+    device.matmul(wt.t(), x.t(), y.t());
+    return y.values();
+}
+
 }  // namespace
 
 TEST_CASE("vulkan matmul equals the exact dot of the dequantized weights for every type", "[vulkan]") {
@@ -401,10 +417,7 @@ TEST_CASE("vulkan integer-dot matmul gives the same bits with and without intege
         const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot");
         devices[1] = test::vulkan_or_skip();
     }
-    bool has_dot = false;
-    for (const DeviceInfo& d : list_devices())
-        if (d.api == "vulkan") has_dot = has_dot || std::count(d.features.begin(), d.features.end(), "int8-dot") > 0;
-    if (!has_dot) WARN("this Vulkan device has no integer dot product: both runs use the fallback");
+    if (!some_vulkan_device_has("int8-dot")) WARN("this Vulkan device has no integer dot product: both runs use the fallback");
     const int64_t k = 2304, n_out = 11;
     for (TypeId type : kTypes) {
         if (!quantizes_activations(type)) continue;
@@ -412,14 +425,7 @@ TEST_CASE("vulkan integer-dot matmul gives the same bits with and without intege
         const Weights w = make_weights(type, k, n_out, 41);
         for (int64_t m : {1, 9}) {
             const std::vector<float> xv = random_values(k * m, 43 + static_cast<uint32_t>(m), -4.0f, 4.0f);
-            std::vector<float> out[2];
-            for (int d = 0; d < 2; ++d) {
-                const RawTensor wt(*devices[d], w, unaligned_offset(type));
-                DeviceTensor x(*devices[d], TypeId::F32, k, m, xv);
-                DeviceTensor y(*devices[d], TypeId::F32, n_out, m);
-                devices[d]->matmul(wt.t(), x.t(), y.t());
-                out[d] = y.values();
-            }
+            const std::vector<float> out[2] = {matmul_on(*devices[0], w, m, xv), matmul_on(*devices[1], w, m, xv)};
             CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
             CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
         }
@@ -433,10 +439,7 @@ TEST_CASE("vulkan matmul and get_rows give the same bits with and without 16-bit
     // also with integer dot products off, so every kernel variant is compared.
     std::unique_ptr<Backend> reference = test::vulkan_or_skip();
     if (!reference) return;
-    bool has_storage16 = false;
-    for (const DeviceInfo& d : list_devices())
-        if (d.api == "vulkan") has_storage16 = has_storage16 || std::count(d.features.begin(), d.features.end(), "storage16") > 0;
-    if (!has_storage16) WARN("this Vulkan device has no 16-bit storage: both runs use the 32-bit-word path");
+    if (!some_vulkan_device_has("storage16")) WARN("this Vulkan device has no 16-bit storage: both runs use the 32-bit-word path");
     for (const char* disabled : {"storage16", "storage16,int8-dot"}) {
         std::unique_ptr<Backend> fallback;
         {
@@ -456,11 +459,8 @@ TEST_CASE("vulkan matmul and get_rows give the same bits with and without 16-bit
                 const std::vector<float> xv = random_values(k * m, 53 + static_cast<uint32_t>(m), -4.0f, 4.0f);
                 std::vector<float> out[2], rows[2];
                 for (int d = 0; d < 2; ++d) {
+                    out[d] = matmul_on(*devices[d], w, m, xv);
                     const RawTensor wt(*devices[d], w, unaligned_offset(type));
-                    DeviceTensor x(*devices[d], TypeId::F32, k, m, xv);
-                    DeviceTensor y(*devices[d], TypeId::F32, n_out, m);
-                    devices[d]->matmul(wt.t(), x.t(), y.t());
-                    out[d] = y.values();
                     DeviceTensor dst(*devices[d], TypeId::F32, k, static_cast<int64_t>(ids.size()));
                     devices[d]->get_rows(wt.t(), ids, dst.t());
                     rows[d] = dst.values();
