@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "engine/model.h"
+#include "engine/placement.h"
 #include "models/model.h"
 #include "quant/types.h"
 
@@ -113,10 +114,7 @@ double run_tg(engine::Model& model, std::mt19937& rng, long long n) {
 std::vector<long long> int_list(const std::optional<std::string>& text, const std::string& flag, long long fallback) {
     if (!text) return {fallback};
     std::vector<long long> out;
-    size_t start = 0;
-    for (;;) {
-        const size_t comma = text->find(',', start);
-        const std::string item = text->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const std::string& item : engine::comma_items(*text)) {
         size_t used = 0;
         long long v = 0;
         try {
@@ -127,8 +125,6 @@ std::vector<long long> int_list(const std::optional<std::string>& text, const st
         if (used == 0 || used != item.size() || v < 1 || v > (1 << 20))
             throw UsageError(flag + ": '" + item + "' is not an integer in [1, 1048576]");
         out.push_back(v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
     }
     return out;
 }

@@ -24,15 +24,9 @@ DeviceFlags read_device_flags(Args& args) {
     const auto split = args.value("--split");
     f.given = devices || split;
     if (devices) {
-        f.names.clear();
-        size_t start = 0;
-        while (true) {
-            const size_t comma = devices->find(',', start);
-            f.names.push_back(devices->substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-            if (f.names.back().empty()) throw UsageError("--devices '" + *devices + "' has an empty entry");
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
+        f.names = engine::comma_items(*devices);
+        for (const std::string& name : f.names)
+            if (name.empty()) throw UsageError("--devices '" + *devices + "' has an empty entry");
     }
     try {
         if (split) f.split = engine::parse_split(*split);

@@ -110,20 +110,26 @@ MemoryNeeds memory_needs(const models::ModelInfo& info, const KvCacheConfig& cac
     return n;
 }
 
-SplitSpec parse_split(std::string_view text) {
-    SplitSpec s;
-    if (text == "auto") return s;
+std::vector<std::string> comma_items(std::string_view text) {
+    std::vector<std::string> items;
     size_t start = 0;
     while (true) {
         const size_t comma = text.find(',', start);
-        const std::string item(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+        items.emplace_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+        if (comma == std::string_view::npos) return items;
+        start = comma + 1;
+    }
+}
+
+SplitSpec parse_split(std::string_view text) {
+    SplitSpec s;
+    if (text == "auto") return s;
+    for (const std::string& item : comma_items(text)) {
         char* end = nullptr;
         const double r = item.empty() ? 0 : std::strtod(item.c_str(), &end);
         if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(r) || r <= 0)
             throw std::invalid_argument("--split: '" + item + "' is not a positive number (expected auto or ratios such as 3,1)");
         s.ratios.push_back(r);
-        if (comma == std::string_view::npos) break;
-        start = comma + 1;
     }
     return s;
 }

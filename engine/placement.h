@@ -53,6 +53,10 @@ struct PlanDevice {
     uint64_t free_memory = 0;
 };
 
+// The comma-separated items of a list flag ("vulkan0,cpu", "3,1", "128,256"), empty items kept so
+// that callers can name them in their errors.
+std::vector<std::string> comma_items(std::string_view text);
+
 // --split: "auto" (empty ratios) or positive numbers, one per device ("3,1").
 struct SplitSpec {
     std::vector<double> ratios;
