@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override;
     std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) override;
-    // Q4_0 / Q4_K matrices are copied into an x8 layout (repack.h, weight_layout_for) and the
+    // Q4_0 / Q4_K / Q8_0 / Q6_K matrices are copied into an x8 layout (repack.h, weight_layout_for) and the
     // source pages are handed back to the kernel (madvise MADV_PAGEOUT), so resident memory
     // stays about the model's size; other types are used in place as map_weights does.
     std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) override;

@@ -125,26 +125,20 @@ float vec_dot_q6_k_avx2(int64_t n, const void* w, const void* a) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / kQKK; ++i) {
         const int8_t* sc = x[i].scales;
-        int offset = 0;  // levels are stored as value + 32: subtract 32 * scale * group sum
-        for (int g = 0; g < 16; ++g) offset += sc[g] * y[i].bsums[g];
         __m256i isum = _mm256_setzero_si256();
         for (int half = 0; half < 2; ++half) {
-            const __m256i l0 = load(x[i].ql + 64 * half);
-            const __m256i l1 = load(x[i].ql + 64 * half + 32);
-            const __m256i qh = load(x[i].qh + 32 * half);
-            const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-            const __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, low_nibbles), _mm256_slli_epi16(byte_field(qh, 0, 3), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, low_nibbles), _mm256_slli_epi16(byte_field(qh, 2, 3), 4)),
-                _mm256_or_si256(byte_field(l0, 4, 0x0F), _mm256_slli_epi16(byte_field(qh, 4, 3), 4)),
-                _mm256_or_si256(byte_field(l1, 4, 0x0F), _mm256_slli_epi16(byte_field(qh, 6, 3), 4)),
-            };
             for (int k = 0; k < 4; ++k) {
                 const int g = 8 * half + 2 * k;
-                isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(q[k], load(y[i].qs + 128 * half + 32 * k), sc[g], sc[g + 1]));
+                // Signed values (level - 32) in every lane: each int32 lane then holds its own
+                // elements' sum, at most 8 x 4 x 32 x 127 x 128 = 16646144 < 2^24, so its conversion
+                // to float is exact. (Adding the whole -32 offset to one lane instead, as before,
+                // made that lane ~1e8 for large same-signed activations; its conversion rounded
+                // by several units, which the other lanes' cancellation left exposed.)
+                const __m256i v = _mm256_sub_epi8(q6_k_levels(x[i], half, k), _mm256_set1_epi8(32));
+                const __m256i s = _mm256_sign_epi8(load(y[i].qs + 128 * half + 32 * k), v);
+                isum = _mm256_add_epi32(isum, dot_u8_i8_two_scales(_mm256_sign_epi8(v, v), s, sc[g], sc[g + 1]));
             }
         }
-        isum = add_lane0(isum, -32 * offset);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
     }
     return hsum(acc);

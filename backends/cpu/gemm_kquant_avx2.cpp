@@ -25,16 +25,6 @@ using quant::kQKK;
 
 namespace {
 
-// Lane r of v in lane 0 (r a constant once the tile loops are unrolled).
-inline __m128i lane_down(__m128i v, int r) {
-    switch (r) {
-        case 0: return v;
-        case 1: return _mm_srli_si128(v, 4);
-        case 2: return _mm_srli_si128(v, 8);
-        default: return _mm_srli_si128(v, 12);
-    }
-}
-
 // The 16 group sums of a Q8_K block as int16 lanes.
 inline __m256i bsums(const BlockQ8_K& b) { return load(b.bsums); }
 
@@ -131,10 +121,8 @@ struct Q4K {
 };
 
 // A Q6_K row's super-block fields, decoded once per gemm call: the scale pairs each quarter
-// broadcasts (built from two int8 loads per row and quarter before) and the scales as int16 for
-// the offset term.
+// broadcasts (built from two int8 loads per row and quarter before).
 struct alignas(32) Q6KScales {
-    int16_t sc[16];
     int32_t pair[16];  // sc[g] in both int16 halves, so one 32-bit broadcast fills a 128-bit half
     float d;
 };
@@ -144,14 +132,12 @@ struct Q6K {
     using Scales = Q6KScales;
     static constexpr int kRows = 2;
     static constexpr int kCols = 4;
-    static_assert(kRows <= 4, "the offsets keep one weight row per lane of a 128-bit vector");
 
     static void decode(const Block& b, Scales* s) {
         s->d = fp16(b.d);
         for (int g = 0; g < 16; ++g) {
-            s->sc[g] = b.scales[g];
-            s->pair[g] = static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(s->sc[g])) << 16) |
-                                              static_cast<uint16_t>(s->sc[g]));
+            const auto sc = static_cast<uint16_t>(static_cast<int16_t>(b.scales[g]));
+            s->pair[g] = static_cast<int32_t>((static_cast<uint32_t>(sc) << 16) | sc);
         }
     }
 
@@ -175,26 +161,20 @@ struct Q6K {
                     __m256i av[C];
                     for (int c = 0; c < C; ++c) av[c] = load(act[c][i].qs + 128 * h + 32 * q);
                     for (int r = 0; r < R; ++r) {
-                        const __m256i lv = q6_k_levels(x[r][i], h, q);
+                        // Signed values (level - 32), as vec_dot_q6_k_avx2 takes them.
+                        const __m256i v = _mm256_sub_epi8(q6_k_levels(x[r][i], h, q), _mm256_set1_epi8(32));
+                        const __m256i v_abs = _mm256_sign_epi8(v, v);
                         const __m256i sp = _mm256_set_m128i(_mm_set1_epi32(sb[r]->pair[g + 1]), _mm_set1_epi32(sb[r]->pair[g]));
-                        for (int c = 0; c < C; ++c)
-                            isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(lv, av[c]), sp));
+                        for (int c = 0; c < C; ++c) {
+                            const __m256i p = _mm256_maddubs_epi16(v_abs, _mm256_sign_epi8(av[c], v));
+                            isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(p, sp));
+                        }
                     }
                 }
             }
             for (int c = 0; c < C; ++c) {
-                const BlockQ8_K& yb = act[c][i];
-                const __m256i bs = bsums(yb);
-                // Levels are stored as value + 32: subtract 32 * sum of scale * group sum (rows in
-                // lanes), added to lane 0 as vec_dot_q6_k_avx2 does.
-                __m256i m[4];
-                for (int r = 0; r < 4; ++r) m[r] = r < R ? _mm256_madd_epi16(load(sb[r]->sc), bs) : _mm256_setzero_si256();
-                const __m128i offsets = _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(hsum4_epi32(m[0], m[1], m[2], m[3]), 5));
-                for (int r = 0; r < R; ++r) {
-                    const __m128i lane0 = _mm_and_si128(lane_down(offsets, r), _mm_setr_epi32(-1, 0, 0, 0));
-                    const __m256i exact = _mm256_add_epi32(isum[r][c], _mm256_zextsi128_si256(lane0));
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(sb[r]->d * yb.d), _mm256_cvtepi32_ps(exact), acc[r][c]);
-                }
+                for (int r = 0; r < R; ++r)
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(sb[r]->d * act[c][i].d), _mm256_cvtepi32_ps(isum[r][c]), acc[r][c]);
             }
         }
         for (int r = 0; r < R; ++r)

@@ -1,15 +1,18 @@
-// AVX2 matmul kernels for the x8 (row-interleaved) Q4_0 and Q4_K layouts of repack.h.
+// AVX2 matmul kernels for the x8 (row-interleaved) Q4_0, Q8_0, Q4_K and Q6_K layouts of repack.h.
 //
 // A group block holds 4 bytes of each of the 8 rows side by side in every 32-byte chunk. One
-// chunk's nibbles times a broadcast of the 4 matching activation bytes (maddubs) give, in int16
-// lanes 2r and 2r + 1, partial sums of row r; adding the chunks of a block (or of a Q4_K group of
-// 32) and one madd leave row r's exact integer block sum in int32 lane r. No horizontal sums:
-// lane r of one float accumulator is output row r, updated once per block with one FMA.
+// chunk's levels times a broadcast of the 4 matching activation bytes (maddubs) give, in int16
+// lanes 2r and 2r + 1, partial sums of row r; adding the chunks of a block (or of a K-quant
+// group) and one madd leave row r's exact integer block sum in int32 lane r. No horizontal sums:
+// lane r of one float accumulator is output row r, updated once per block with one FMA (Q4_0x8,
+// Q4_Kx8; Q8_0x8 and Q6_Kx8 keep 8 such accumulators, one per lane of the plain vec_dot, see
+// lane_tree below).
 //
 // Batch invariance: the integer sums are exact, and the float work per output (block scale
 // product, one FMA per block in block order, and for Q4_K the min chain and one subtraction) is
 // the same for every tile width C, so a decode (C = 1) equals a prompt tile bit for bit.
-// ref: quant/ref_legacy.cpp (Q4_0 . Q8_0), quant/ref_q4_q5_k.cpp (Q4_K . Q8_K)
+// ref: quant/ref_legacy.cpp (Q4_0, Q8_0 . Q8_0), quant/ref_q4_q5_k.cpp (Q4_K . Q8_K),
+//      quant/ref_q6_q8_k.cpp (Q6_K . Q8_K)
 #include <algorithm>
 #include <cstring>
 
@@ -23,9 +26,10 @@ using namespace avx2;
 
 namespace {
 
-constexpr int kCols = 4;  // activation rows per tile: 4 accumulators (8 for Q4_K) plus the decoded chunk
 constexpr size_t kQ40GroupBlock = 144;
+constexpr size_t kQ80GroupBlock = 272;
 constexpr size_t kQ4KGroupBlock = 1152;
+constexpr size_t kQ6KGroupBlock = 1680;
 
 // 4 activation bytes copied into every 32-bit lane.
 inline __m256i broadcast4(const int8_t* p) {
@@ -41,6 +45,8 @@ inline void prefetch_block(const uint8_t* p, size_t bytes) {
 }
 
 struct Q40Tile {
+    static constexpr int kCols = 4;  // activation rows per tile: 4 accumulators plus the decoded chunk
+
     template <int C>
     static void run(int64_t nb, const uint8_t* g, const uint8_t* next, const uint8_t* a, size_t as, const int16_t* sums,
                     size_t ss, float* y, size_t ys) {
@@ -78,6 +84,54 @@ struct Q40Tile {
     }
 };
 
+// The Q8_0x8 and Q6_Kx8 tiles reproduce the plain single-row kernels (vec_dot_q8_0_avx2,
+// vec_dot_q6_k_avx2) bit for bit: those keep 8 float lanes per row, lane l fed by the integer
+// sum of elements 4l..4l+3 of each 32-element piece, and end with hsum. Chunk t of a group
+// block holds exactly lane t's elements of the 8 rows, so lane_acc[t] lane r is row r's lane t,
+// and the final tree below is hsum's. Both layouts therefore give the plain layout's results.
+inline __m256 lane_tree(const __m256* v) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                         _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+}
+
+struct Q80Tile {
+    static constexpr int kCols = 2;  // 16 lane accumulators per 2 columns
+
+    template <int C>
+    static void run(int64_t nb, const uint8_t* g, const uint8_t* next, const uint8_t* a, size_t as, const int16_t*,
+                    size_t, float* y, size_t ys) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256 acc[C][8];
+        for (int c = 0; c < C; ++c)
+            for (int t = 0; t < 8; ++t) acc[c][t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = g + b * kQ80GroupBlock;
+            if (next) prefetch_block(next + b * kQ80GroupBlock, kQ80GroupBlock);
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+            const quant::BlockQ8_0* act[C];
+            __m256 d[C];
+            for (int c = 0; c < C; ++c) {
+                act[c] = reinterpret_cast<const quant::BlockQ8_0*>(a + c * as) + b;
+                d[c] = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(act[c]->d)));
+            }
+            // Unrolled so that acc[c][t] stays in registers (a runtime t would index memory).
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; ++t) {
+                // dot_i8_i8 as the single-row kernel computes it: |q| (read as unsigned) times
+                // the activations with q's sign.
+                const __m256i q = load(blk + 16 + 32 * t);
+                const __m256i q_abs = _mm256_sign_epi8(q, q);
+                for (int c = 0; c < C; ++c) {
+                    const __m256i s = _mm256_sign_epi8(broadcast4(act[c]->qs + 4 * t), q);
+                    const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(q_abs, s), ones);
+                    acc[c][t] = _mm256_fmadd_ps(d[c], _mm256_cvtepi32_ps(isum), acc[c][t]);
+                }
+            }
+        }
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(y + c * ys, lane_tree(acc[c]));
+    }
+};
+
 // The 64 6-bit values of a Q4_Kx8 scale or min field as bytes 8 s + r: groups 0-3 in *lo,
 // groups 4-7 in *hi (encoding in repack.h).
 inline void six_bit_values(const uint8_t* p, __m256i* lo, __m256i* hi) {
@@ -109,6 +163,8 @@ inline __m256i pair_rows(__m128i half) {
 inline __m128i half_of(__m256i v, int h) { return h == 0 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1); }
 
 struct Q4KTile {
+    static constexpr int kCols = 4;  // 8 accumulators
+
     template <int C>
     static void run(int64_t nb, const uint8_t* g, const uint8_t* next, const uint8_t* a, size_t as, const int16_t*,
                     size_t, float* y, size_t ys) {
@@ -169,12 +225,85 @@ struct Q4KTile {
     }
 };
 
-// Columns in tiles of kCols (activation rows stay in L1 while the groups pass), groups inner.
+// 8 signed bytes (row r's value at byte r) widened to int16 and repeated: lanes 2r, 2r + 1.
+inline __m256i repeat_rows_signed(const uint8_t* p) {
+    const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(v, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+}
+
+struct Q6KTile {
+    static constexpr int kCols = 2;
+
+    template <int C>
+    static void run(int64_t nb, const uint8_t* g, const uint8_t* next, const uint8_t* a, size_t as, const int16_t*,
+                    size_t, float* y, size_t ys) {
+        const __m256i nibble = _mm256_set1_epi8(0x0F);
+        const __m256i bits45 = _mm256_set1_epi8(0x30);
+        const __m256i k32 = _mm256_set1_epi8(32);
+        __m256 acc[C][8];
+        for (int c = 0; c < C; ++c)
+            for (int t = 0; t < 8; ++t) acc[c][t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = g + b * kQ6KGroupBlock;
+            if (next) prefetch_block(next + b * kQ6KGroupBlock, kQ6KGroupBlock);
+            const uint8_t* scales = blk + 16;
+            const quant::BlockQ8_K* act[C];
+            for (int c = 0; c < C; ++c) act[c] = reinterpret_cast<const quant::BlockQ8_K*>(a + c * as) + b;
+
+            // isum[c][t] lane r: row r's lane t of vec_dot_q6_k_avx2's integer sum (exact).
+            __m256i isum[C][8];
+            for (int c = 0; c < C; ++c)
+                for (int t = 0; t < 8; ++t) isum[c][t] = _mm256_setzero_si256();
+            for (int j = 0; j < 4; ++j) {  // 64-element part j: groups 4j..4j+3 of 16
+                const uint8_t* high = blk + 144 + 384 * j;  // then the 8 low-nibble chunks
+                __m256i sc[4];
+                for (int s = 0; s < 4; ++s) sc[s] = repeat_rows_signed(scales + 8 * (4 * j + s));
+                // Unrolled: t picks shifts, scales and accumulators at compile time.
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; ++t) {
+                    const __m256i q = load(high + 128 + 32 * t);
+                    const __m256i h = load(high + 32 * (t % 4));
+                    // Bits 4-5 of the low nibbles' levels are at 2s..2s+1 (s = t / 4), of the
+                    // high nibbles' at 2s + 4..2s + 5; both are moved to bits 4-5.
+                    const __m256i h_lo = t < 4 ? _mm256_slli_epi16(h, 4) : _mm256_slli_epi16(h, 2);
+                    const __m256i h_hi = t < 4 ? h : _mm256_srli_epi16(h, 2);
+                    // Signed values (level - 32), as vec_dot_q6_k_avx2 takes them.
+                    const __m256i lo = _mm256_sub_epi8(
+                        _mm256_or_si256(_mm256_and_si256(q, nibble), _mm256_and_si256(h_lo, bits45)), k32);
+                    const __m256i hi = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble),
+                                                                       _mm256_and_si256(h_hi, bits45)),
+                                                       k32);
+                    const __m256i lo_abs = _mm256_sign_epi8(lo, lo), hi_abs = _mm256_sign_epi8(hi, hi);
+                    // Elements 64j + 4t.. are in group 4j + t / 4, 64j + 32 + 4t.. in 4j + 2 + t / 4.
+                    const __m256i sc_lo = sc[t / 4], sc_hi = sc[2 + t / 4];
+                    for (int c = 0; c < C; ++c) {
+                        // |value| <= 32 times activations of at most 127: pair sums fit int16.
+                        const int8_t* qa = act[c]->qs + 64 * j + 4 * t;
+                        const __m256i a_lo = _mm256_sign_epi8(broadcast4(qa), lo), a_hi = _mm256_sign_epi8(broadcast4(qa + 32), hi);
+                        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo_abs, a_lo), sc_lo);
+                        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi_abs, a_hi), sc_hi);
+                        isum[c][t] = _mm256_add_epi32(isum[c][t], _mm256_add_epi32(p_lo, p_hi));
+                    }
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+            for (int c = 0; c < C; ++c) {
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(act[c]->d));
+                for (int t = 0; t < 8; ++t) acc[c][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[c][t]), acc[c][t]);
+            }
+        }
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(y + c * ys, lane_tree(acc[c]));
+    }
+};
+
+// Columns in tiles of Tile::kCols (activation rows stay in L1 while the groups pass), groups inner.
 template <class Tile, int kBlock, size_t kGroupBlock>
 void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, const int16_t* sums,
                 size_t ss, int64_t n_cols, float* y, size_t ys) {
     const int64_t nb = k / kBlock;
     const size_t group_bytes = static_cast<size_t>(nb) * kGroupBlock;
+    constexpr int kCols = Tile::kCols;
+    static_assert(kCols == 2 || kCols == 4);
     for (int64_t c0 = 0; c0 < n_cols; c0 += kCols) {
         const int64_t nc = std::min<int64_t>(kCols, n_cols - c0);
         const uint8_t* ac = a + c0 * as;
@@ -184,11 +313,16 @@ void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a,
             // Only the first column tile brings weights in; later ones find them cached.
             const uint8_t* next = c0 == 0 && gi + 1 < n_groups ? g + group_bytes : nullptr;
             float* yg = y + c0 * ys + gi * kRepackRows;
-            switch (nc) {
-                case 1: Tile::template run<1>(nb, g, next, ac, as, sc, ss, yg, ys); break;
-                case 2: Tile::template run<2>(nb, g, next, ac, as, sc, ss, yg, ys); break;
-                case 3: Tile::template run<3>(nb, g, next, ac, as, sc, ss, yg, ys); break;
-                default: Tile::template run<4>(nb, g, next, ac, as, sc, ss, yg, ys); break;
+            if (nc == 1) {
+                Tile::template run<1>(nb, g, next, ac, as, sc, ss, yg, ys);
+            } else if constexpr (kCols == 2) {
+                Tile::template run<2>(nb, g, next, ac, as, sc, ss, yg, ys);
+            } else {
+                switch (nc) {
+                    case 2: Tile::template run<2>(nb, g, next, ac, as, sc, ss, yg, ys); break;
+                    case 3: Tile::template run<3>(nb, g, next, ac, as, sc, ss, yg, ys); break;
+                    default: Tile::template run<4>(nb, g, next, ac, as, sc, ss, yg, ys); break;
+                }
             }
         }
     }
@@ -201,9 +335,19 @@ void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8
     run_groups<Q40Tile, quant::kQK, kQ40GroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
+void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q80Tile, quant::kQK, kQ80GroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+}
+
 void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
                       const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
     run_groups<Q4KTile, quant::kQKK, kQ4KGroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+}
+
+void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q6KTile, quant::kQKK, kQ6KGroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
 }  // namespace deskside::backends::cpu

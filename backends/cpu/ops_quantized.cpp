@@ -7,9 +7,10 @@
 // order: the reduction order inside an element depends only on the row length, never on the
 // batch size or the thread count (DESIGN.md key decision 5).
 //
-// Q4_0 / Q4_K matrices loaded through map_weight_matrix are row-interleaved (repack.h): their
-// groups of 8 rows go through the x8 kernel for every batch size, decode included (its 1-column
-// tile), and get_rows gathers a row back into the GGUF layout before dequantizing it.
+// Q4_0, Q8_0, Q4_K and Q6_K matrices loaded through map_weight_matrix are row-interleaved
+// (repack.h): their groups of 8 rows go through the x8 kernel for every batch size, decode
+// included (its 1-column tile), and get_rows gathers a row back into the GGUF layout before
+// dequantizing it.
 #include <algorithm>
 #include <cassert>
 #include <cstring>

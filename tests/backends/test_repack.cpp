@@ -6,6 +6,11 @@
 // - The x8 kernels against the scalar reference (quant_traits()->vec_dot on the original
 //   rows): within 1e-5 of the sum of |terms|, the tolerance of the dot and gemm kernel tests.
 //   k of 1, 2 and many blocks; quantized Gaussians and random block bytes.
+// - Q8_0x8 and Q6_Kx8 outputs equal the plain layout's AVX2 vec_dot bit for bit (their
+//   documented order), so the repack changes no result for those types.
+// - The AVX2 Q6_K kernels (vec_dot, gemm tile, x8) are exact where the +32 level offset meets
+//   large same-signed activations (the +32 offset once sat in one int32 lane, rounded on
+//   conversion to float).
 // - Batch invariance: a kernel output is bit-identical for every tile width, and
 //   CpuBackend::matmul of a repacked matrix gives each token of a batch the bits of that token
 //   computed alone (odd row counts, so the plain tail rows are covered too).
@@ -21,6 +26,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
+#include "backends/cpu/gemm_kernels.h"
 #include "backends/cpu/repack.h"
 #include "kernel_test_data.h"
 #include "quant/activation_quant.h"
@@ -35,7 +41,7 @@ using namespace deskside::test;
 
 namespace {
 
-constexpr TypeId kRepackTypes[] = {TypeId::Q4_0, TypeId::Q4_K};
+constexpr TypeId kRepackTypes[] = {TypeId::Q4_0, TypeId::Q8_0, TypeId::Q4_K, TypeId::Q6_K};
 
 // Integer sums of the Q8_0 blocks of `rows` activation rows (what matmul hands the Q4_0x8 kernel).
 std::vector<int16_t> block_sums(const std::vector<uint8_t>& a, int64_t k, int64_t rows) {
@@ -75,7 +81,7 @@ TEST_CASE("x8 layouts unpack to the original GGUF rows", "[repack]") {
             }
         }
     }
-    CHECK(cpu::x8_layout_of(TypeId::Q8_0) == cpu::WeightLayout::Plain);
+    CHECK(cpu::x8_layout_of(TypeId::Q5_0) == cpu::WeightLayout::Plain);
     CHECK_THROWS_WITH(cpu::repack_matrix(cpu::WeightLayout::Q4_0x8, nullptr, 40, 8, nullptr),
                       Catch::Contains("not a multiple of 32"));
 }
@@ -114,9 +120,9 @@ TEST_CASE("get_rows of a repacked weight matrix gives the dequantized original r
         }
     }
     // Types without an x8 layout stay in place.
-    std::vector<uint8_t> q8(q::row_bytes(TypeId::Q8_0, 64) * 16);
-    auto buf = be.map_weight_matrix(q8.data(), TypeId::Q8_0, 64, 16);
-    CHECK(static_cast<cpu::HostBuffer*>(buf.get())->data() == q8.data());
+    std::vector<uint8_t> q5(q::row_bytes(TypeId::Q5_0, 64) * 16);
+    auto buf = be.map_weight_matrix(q5.data(), TypeId::Q5_0, 64, 16);
+    CHECK(static_cast<cpu::HostBuffer*>(buf.get())->data() == q5.data());
 }
 
 TEST_CASE("x8 kernels match the scalar reference and are bit-identical for every tile width", "[repack]") {
@@ -145,7 +151,10 @@ TEST_CASE("x8 kernels match the scalar reference and are bit-identical for every
                 const size_t ys = static_cast<size_t>(rows) + 5;
                 std::vector<float> y(ys * cols, NAN);
                 kernel(k, packed.data(), groups, a.data(), as, sums.data(), k / q::kQK, cols, y.data(), ys);
-                int out_of_tolerance = 0, mismatches = 0;
+                // Q8_0x8 and Q6_Kx8 promise the plain AVX2 vec_dot's bits (repack.h).
+                const bool plain_order = type == TypeId::Q8_0 || type == TypeId::Q6_K;
+                const q::VecDotFn plain = cpu::vec_dot_for(type, cpu::CpuIsa::Avx2);
+                int out_of_tolerance = 0, mismatches = 0, plain_mismatches = 0;
                 for (int64_t c = 0; c < cols; ++c) {
                     // The same column alone (decode's 1-column tile).
                     std::vector<float> alone(rows, NAN);
@@ -157,11 +166,16 @@ TEST_CASE("x8 kernels match the scalar reference and are bit-identical for every
                         const double ref = t->vec_dot(k, w.data() + r * ws, a.data() + c * as);
                         if (!(std::fabs(got - ref) <= 1e-5 * magnitude(type, w.data() + r * ws, a.data() + c * as, k)))
                             ++out_of_tolerance;
+                        if (plain_order) {
+                            const float want = plain(k, w.data() + r * ws, a.data() + c * as);
+                            if (std::memcmp(&got, &want, sizeof(float)) != 0) ++plain_mismatches;
+                        }
                     }
                     for (size_t r = rows; r < ys; ++r) CHECK(std::isnan(y[c * ys + r]));  // padding untouched
                 }
                 CHECK(out_of_tolerance == 0);
                 CHECK(mismatches == 0);
+                CHECK(plain_mismatches == 0);
             }
         }
     }
@@ -203,5 +217,60 @@ TEST_CASE("CPU matmul of a repacked matrix: each token of a batch equals the tok
         }
         CHECK(mismatches == 0);
         CHECK(out_of_tolerance == 0);
+    }
+}
+
+TEST_CASE("AVX2 Q6_K kernels stay exact when the level offset cancels large activations", "[repack][cpu]") {
+    if (!runs_avx2()) {
+        WARN("this CPU cannot run the AVX2 kernels: skipped");
+        return;
+    }
+    // One super-block per row, 8 rows: levels 32 (value 0) except a few 33s, large group scales,
+    // and activations all near +113. The true dots are ~3e5 units; the sum of level * activation
+    // before the offset is ~1e8, past float's 2^24 integers. Session 4's kernels added the whole
+    // -32 * offset to one int32 lane and converted it to float, losing up to 4 units per row
+    // (1.6e-6 to 3.3e-5 relative here); exact lanes give every row within 1e-6 (5e-8 measured).
+    constexpr int64_t k = q::kQKK, rows = 8;
+    std::vector<q::BlockQ6_K> w(rows);
+    std::vector<int64_t> values(rows * k);
+    for (int64_t r = 0; r < rows; ++r) {
+        uint8_t levels[q::kQKK];
+        for (int e = 0; e < k; ++e) levels[e] = (e * 7 + r) % 11 == 0 ? 33 : 32;
+        q::BlockQ6_K& b = w[r];
+        b.d = q::fp32_to_fp16(1.0f);
+        for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(127 - r - g);
+        // Q6_K's packing (quant/ref_q6_q8_k.cpp).
+        for (int h = 0; h < 2; ++h) {
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t* v = levels + 128 * h + l;
+                b.ql[64 * h + l] = static_cast<uint8_t>((v[0] & 0xF) | ((v[64] & 0xF) << 4));
+                b.ql[64 * h + 32 + l] = static_cast<uint8_t>((v[32] & 0xF) | ((v[96] & 0xF) << 4));
+                b.qh[32 * h + l] = static_cast<uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) | ((v[96] >> 4) << 6));
+            }
+        }
+        for (int e = 0; e < k; ++e) values[r * k + e] = (levels[e] - 32) * b.scales[e / 16];
+    }
+    q::BlockQ8_K act{};
+    act.d = 0.01f;
+    for (int e = 0; e < k; ++e) {
+        act.qs[e] = static_cast<int8_t>(100 + (e * 13) % 27);
+        act.bsums[e / 16] = static_cast<int16_t>(act.bsums[e / 16] + act.qs[e]);
+    }
+    const auto* wbytes = reinterpret_cast<const uint8_t*>(w.data());
+    const auto* abytes = reinterpret_cast<const uint8_t*>(&act);
+    std::vector<uint8_t> packed(w.size() * sizeof(q::BlockQ6_K));
+    cpu::repack_matrix(cpu::WeightLayout::Q6_Kx8, wbytes, k, rows, packed.data());
+    float x8[rows], tile[rows];
+    cpu::repacked_gemm(cpu::WeightLayout::Q6_Kx8)(k, packed.data(), 1, abytes, sizeof(act), nullptr, 0, 1, x8, rows);
+    cpu::gemm_for(TypeId::Q6_K, cpu::CpuIsa::Avx2)(k, wbytes, sizeof(q::BlockQ6_K), rows, abytes, sizeof(act), 1, tile, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t dot = 0;
+        for (int e = 0; e < k; ++e) dot += values[r * k + e] * act.qs[e];
+        const double exact = static_cast<double>(act.d) * static_cast<double>(dot);
+        const float single = cpu::vec_dot_for(TypeId::Q6_K, cpu::CpuIsa::Avx2)(k, &w[r], &act);
+        INFO("row " << r << " exact " << exact);
+        CHECK(std::fabs(single - exact) <= 1e-6 * std::fabs(exact));
+        CHECK(std::fabs(tile[r] - exact) <= 1e-6 * std::fabs(exact));
+        CHECK(std::fabs(x8[r] - exact) <= 1e-6 * std::fabs(exact));
     }
 }
