@@ -6,6 +6,10 @@
 //              k, v -> cache; a = attention(q, cache); o = Wo a (post norm); x += o
 //              h = norm(x); f = act(Wg h) * (Wu h); o = Wd f (post norm); x += o
 //   logits = Wout norm(x) for the tokens that want them.
+// The final layer computes K and V for every token (later steps attend to them) but the rest
+// (q, attention, Wo, the FFN) only for the tokens that want logits, as llama.cpp does: a prompt
+// chunk wants one row, so that is 1/n_layer of a prompt's work saved. Ops compute each row the
+// same whatever the other rows (DESIGN.md key decision 5), so the logits keep their bits.
 // ref: llama2.c run.c forward() for the Llama block; the family files for their differences.
 //
 // Split across devices, each device (a Stage) runs its layers on its own scratch; between stages
@@ -60,6 +64,10 @@ struct Model::Stage {
 struct Model::StepInputs {
     std::vector<int32_t> tokens, positions, rows, wanted;
     std::vector<backends::AttentionQuery> queries;
+    // The final layer's query rows (the wanted tokens): positions and attention queries, and
+    // where their outputs are in x afterwards (0 .. wanted.size() - 1).
+    std::vector<int32_t> wanted_positions, out_rows;
+    std::vector<backends::AttentionQuery> wanted_queries;
     std::vector<float> hidden;  // x crossing between stages: [n_embd, n]
 };
 
@@ -139,6 +147,9 @@ void Model::step(std::span<const BatchToken> batch) {
     in.rows.clear();
     in.wanted.clear();
     in.queries.clear();
+    in.wanted_positions.clear();
+    in.wanted_queries.clear();
+    in.out_rows.clear();
     for (const BatchToken& t : batch) cache_.reserve(t.seq, t.pos + 1);
     for (int64_t i = 0; i < n; ++i) {
         const BatchToken& t = batch[i];
@@ -146,7 +157,12 @@ void Model::step(std::span<const BatchToken> batch) {
         in.positions.push_back(t.pos);
         in.rows.push_back(cache_.row(t.seq, t.pos));
         in.queries.push_back({t.pos, cache_.blocks(t.seq)});
-        if (t.want_logits) in.wanted.push_back(static_cast<int32_t>(i));
+        if (t.want_logits) {
+            in.out_rows.push_back(static_cast<int32_t>(in.wanted.size()));
+            in.wanted.push_back(static_cast<int32_t>(i));
+            in.wanted_positions.push_back(t.pos);
+            in.wanted_queries.push_back(in.queries.back());
+        }
     }
 
     Stage& first = stages_.front();
@@ -156,19 +172,21 @@ void Model::step(std::span<const BatchToken> batch) {
     for (size_t si = 0; si < stages_.size(); ++si) {
         if (si > 0) cross(stages_[si - 1], stages_[si], n);
         Stage& stage = stages_[si];
-        for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il) layer(stage, il, n);
+        const bool last_stage = si + 1 == stages_.size();
+        for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il)
+            layer(stage, il, n, last_stage && il + 1 == stage.layer_end);
     }
 
     Stage& last = stages_.back();
     backends::Backend& be = *last.backend;
     const Scratch& s = *last.scratch;
-    const Tensor x = s.x.rows(0, n);
+    const Tensor x = s.x.rows(0, static_cast<int64_t>(in.wanted.size()));
     const float eps = static_cast<float>(hp.norm_eps);
     for (size_t first_row = 0; first_row < in.wanted.size(); first_row += kLogitRowsPerPass) {
         const int64_t m = std::min<int64_t>(kLogitRowsPerPass, static_cast<int64_t>(in.wanted.size() - first_row));
         const Tensor sel = s.sel.rows(0, m);
         const Tensor logits = s.logits.rows(0, m);
-        be.get_rows(x, std::span(in.wanted).subspan(first_row, m), sel);
+        be.get_rows(x, std::span(in.out_rows).subspan(first_row, m), sel);
         be.rms_norm(sel, weights_.get(Role::OutputNorm), eps, sel);
         be.matmul(weights_.get(Role::Output), sel, logits);
         const size_t old = logits_.size();
@@ -188,31 +206,53 @@ void Model::cross(const Stage& from, Stage& to, int64_t n) {
     to.backend->upload(*dst.buffer, dst.offset, hidden.data(), bytes);
 }
 
-void Model::layer(Stage& stage, int64_t il, int64_t n) {
+void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
     const models::Hparams& hp = info_.hparams;
     backends::Backend& be = *stage.backend;
     const Scratch& s = *stage.scratch;
     const StepInputs& in = *inputs_;
     const auto w = [&](Role r) -> const Tensor& { return weights_.layer(il, r); };
     const float eps = static_cast<float>(hp.norm_eps);
-    const Tensor x = s.x.rows(0, n), h = s.h.rows(0, n), o = s.o.rows(0, n);
-    const Tensor q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n), attn = s.attn.rows(0, n);
+    // Rows whose output is needed: all n, or on the final layer the m that want logits.
+    const bool compact = last && static_cast<int64_t>(in.wanted.size()) < n;
+    const int64_t m = compact ? static_cast<int64_t>(in.wanted.size()) : n;
+    const std::span<const int32_t> positions = compact ? in.wanted_positions : in.positions;
+    const std::span<const backends::AttentionQuery> queries = compact ? in.wanted_queries : in.queries;
+    const Tensor k = s.k.rows(0, n), v = s.v.rows(0, n);
+    const Tensor q = s.q.rows(0, m), attn = s.attn.rows(0, m);
 
-    // Attention block.
-    be.rms_norm(x, w(Role::AttnNorm), eps, h);
-    be.matmul(w(Role::AttnQ), h, q);
-    be.matmul(w(Role::AttnK), h, k);
-    be.matmul(w(Role::AttnV), h, v);
-    if (!w(Role::AttnQBias).empty()) be.add(q, w(Role::AttnQBias), q);
+    // Attention block: K and V of every token into the cache.
+    const Tensor h_all = s.h.rows(0, n);
+    be.rms_norm(s.x.rows(0, n), w(Role::AttnNorm), eps, h_all);
+    be.matmul(w(Role::AttnK), h_all, k);
+    be.matmul(w(Role::AttnV), h_all, v);
     if (!w(Role::AttnKBias).empty()) be.add(k, w(Role::AttnKBias), k);
     if (!w(Role::AttnVBias).empty()) be.add(v, w(Role::AttnVBias), v);
-    if (!w(Role::AttnQNorm).empty()) be.rms_norm(q.reshape(hp.head_dim), w(Role::AttnQNorm), eps, q.reshape(hp.head_dim));
     if (!w(Role::AttnKNorm).empty()) be.rms_norm(k.reshape(hp.head_dim), w(Role::AttnKNorm), eps, k.reshape(hp.head_dim));
     backends::RopeParams rp = rope_params(il);
-    rp.n_head = hp.n_head;
-    be.rope(q, in.positions, rp);
     rp.n_head = hp.n_head_kv;
     be.rope(k, in.positions, rp);
+    const backends::KvCacheView kv = cache_.layer(il);
+    be.set_rows(k, kv.k, in.rows);
+    be.set_rows(v, kv.v, in.rows);
+    if (m == 0) return;
+
+    // The m query rows: on a compacted layer, the wanted rows' normed input moves to o's first
+    // rows and their residual stream to x's first rows (through h, as get_rows' source and
+    // destination must not overlap).
+    Tensor h_q = h_all;
+    if (compact) {
+        h_q = s.o.rows(0, m);
+        be.get_rows(h_all, in.wanted, h_q);
+        be.get_rows(s.x.rows(0, n), in.wanted, s.h.rows(0, m));
+        be.copy(s.h.rows(0, m), s.x.rows(0, m));
+    }
+    const Tensor x = s.x.rows(0, m), h = s.h.rows(0, m), o = s.o.rows(0, m);
+    be.matmul(w(Role::AttnQ), h_q, q);
+    if (!w(Role::AttnQBias).empty()) be.add(q, w(Role::AttnQBias), q);
+    if (!w(Role::AttnQNorm).empty()) be.rms_norm(q.reshape(hp.head_dim), w(Role::AttnQNorm), eps, q.reshape(hp.head_dim));
+    rp.n_head = hp.n_head;
+    be.rope(q, positions, rp);
 
     backends::AttentionParams ap;
     ap.n_head = hp.n_head;
@@ -225,16 +265,13 @@ void Model::layer(Stage& stage, int64_t il, int64_t n) {
         be.scale(q, ap.scale, q);
         ap.scale = 1.0f;
     }
-    const backends::KvCacheView kv = cache_.layer(il);
-    be.set_rows(k, kv.k, in.rows);
-    be.set_rows(v, kv.v, in.rows);
-    be.attention(q, kv, in.queries, ap, attn);
+    be.attention(q, kv, queries, ap, attn);
     be.matmul(w(Role::AttnOutput), attn, o);
     if (!w(Role::PostAttnNorm).empty()) be.rms_norm(o, w(Role::PostAttnNorm), eps, o);
     be.add(x, o, x);
 
     // Feed-forward block (gated: SwiGLU or GeGLU).
-    const Tensor gate = s.gate.rows(0, n), up = s.up.rows(0, n);
+    const Tensor gate = s.gate.rows(0, m), up = s.up.rows(0, m);
     be.rms_norm(x, w(Role::FfnNorm), eps, h);
     be.matmul(w(Role::FfnGate), h, gate);
     be.matmul(w(Role::FfnUp), h, up);

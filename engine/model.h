@@ -73,7 +73,9 @@ class Model {
     struct StepInputs;
     void validate(std::span<const BatchToken> batch) const;
     void step(std::span<const BatchToken> batch);
-    void layer(Stage& stage, int64_t il, int64_t n);
+    // One layer over the step's n tokens. On the step's final layer (`last`) the output is
+    // computed only for the tokens that want logits, in x's first rows (see forward.cpp).
+    void layer(Stage& stage, int64_t il, int64_t n, bool last);
     void cross(const Stage& from, Stage& to, int64_t n);
     backends::RopeParams rope_params(int64_t il) const;
 

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/cpu/convert_f16.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
@@ -86,8 +87,10 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
     if (!kt || !vt) throw std::invalid_argument("cpu attention: unsupported KV cache type");
     // q goes into K's dot type through the quantizer llama.cpp's x86 build uses for activations
     // (for a Q8_0 cache: 127 / amax, round half to even), as its flash attention does.
-    const quant::FromFloatFn q_to_dot_type =
-        kt->vec_dot_type == quant::TypeId::F32 ? nullptr : quant::activation_from_float(kt->vec_dot_type);
+    // For an F16 cache that is the F16C row converter (the same bits as the scalar one).
+    const quant::FromFloatFn q_to_dot_type = kt->vec_dot_type == quant::TypeId::F32   ? nullptr
+                                             : kt->vec_dot_type == quant::TypeId::F16 ? best_f16_converter()
+                                                                                      : quant::activation_from_float(kt->vec_dot_type);
     if (kt->vec_dot_type != quant::TypeId::F32 && !q_to_dot_type)
         throw std::invalid_argument("cpu attention: no quantizer for the K cache's dot type");
 

@@ -70,6 +70,48 @@ TEST_CASE("logits do not depend on the other sequences in the batch", "[engine]"
     }
 }
 
+TEST_CASE("rows that want no logits do not change the rows that do", "[engine]") {
+    // The final layer computes its output only for the rows that want logits (forward.cpp); the
+    // others still leave their K and V in the cache for later steps.
+    for (const char* stem : {"stories260K", "synth-gemma3-q4_k_m"}) {
+        INFO(stem);
+        backends::cpu::CpuBackend backend(2);
+        EngineOptions opt;
+        opt.cache.block_size = 4;
+        Model model(models::load_model(test::shared_path(std::string("models/") + stem + ".gguf")), backend, opt);
+        const int64_t nv = model.n_vocab();
+        const std::vector<float> alone = logits_alone(model, 0, kPromptA);
+        model.truncate(0, 0);
+
+        // A's first 6 tokens want nothing, then A (rows 7, 11, last) shares a batch with B (last only).
+        std::vector<BatchToken> first;
+        for (size_t i = 0; i < 6; ++i) first.push_back({0, kPromptA[i], static_cast<int32_t>(i), false});
+        CHECK(model.decode(first).empty());
+        std::vector<BatchToken> batch;
+        std::vector<size_t> a_wanted;
+        for (size_t i = 6; i < kPromptA.size(); ++i) {
+            const bool want = i == 7 || i == 11 || i + 1 == kPromptA.size();
+            if (want) a_wanted.push_back(i);
+            batch.push_back({0, kPromptA[i], static_cast<int32_t>(i), want});
+            if (i - 6 < kPromptB.size())
+                batch.push_back({1, kPromptB[i - 6], static_cast<int32_t>(i - 6), i - 6 + 1 == kPromptB.size()});
+        }
+        const auto l = model.decode(batch);
+        REQUIRE(l.size() == (a_wanted.size() + 1) * static_cast<size_t>(nv));
+        // Rows come in batch order: B's last token (batch index 17) comes after A's rows 7 and 11.
+        const std::vector<size_t> a_at{0, 1, 3};
+        for (size_t r = 0; r < a_wanted.size(); ++r) {
+            INFO("A position " << a_wanted[r]);
+            CHECK(std::equal(l.begin() + a_at[r] * nv, l.begin() + (a_at[r] + 1) * nv, alone.begin() + a_wanted[r] * nv));
+        }
+        const std::vector<float> b_alone = [&] {
+            Model other(models::load_model(test::shared_path(std::string("models/") + stem + ".gguf")), backend, opt);
+            return logits_alone(other, 0, kPromptB);
+        }();
+        CHECK(std::equal(l.begin() + 2 * nv, l.begin() + 3 * nv, b_alone.end() - nv));
+    }
+}
+
 TEST_CASE("decode rejects out-of-order positions and bad token ids", "[engine]") {
     backends::cpu::CpuBackend backend(1);
     Model model(models::load_model(test::shared_path("models/stories260K.gguf")), backend);

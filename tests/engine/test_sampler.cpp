@@ -1,8 +1,10 @@
 // The sampler chain against the definitions it implements (softmax sampling, top-k, top-p,
 // min-p, CTRL repetition penalty, OpenAI presence / frequency penalties), computed here.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -44,6 +46,33 @@ TEST_CASE("temperature 0 is argmax of the biased, penalized logits", "[engine]")
     CHECK(Sampler(p, 16).sample(l) == 1);
     p.logit_bias = {{7, 10.0f}};
     CHECK(Sampler(p, 16).sample(l) == 7);
+}
+
+TEST_CASE("argmax is std::max_element's index: first of the largest, NaNs skipped", "[engine][sampler]") {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> level(-3, 3);  // few distinct values: many ties
+    const auto reference = [](const std::vector<float>& l) {
+        return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    };
+    for (size_t n : {1, 3, 15, 16, 17, 63, 64, 65, 1000, 262144}) {
+        std::vector<float> l(n);
+        for (float& v : l) v = static_cast<float>(level(rng));
+        INFO("n = " << n);
+        CHECK(argmax(l) == reference(l));
+        l[n / 2] = 3.5f;  // one clear maximum, then the same value again later (a tie)
+        CHECK(argmax(l) == reference(l));
+        l[n - 1] = 3.5f;
+        CHECK(argmax(l) == reference(l));
+        l[n / 3] = NAN;
+        CHECK(argmax(l) == reference(l));
+        l[0] = NAN;  // max_element keeps a NaN first element
+        CHECK(argmax(l) == reference(l));
+        std::fill(l.begin(), l.end(), -INFINITY);
+        CHECK(argmax(l) == reference(l));
+        l[n - 1] = -0.0f;
+        if (n > 1) l[n - 2] = 0.0f;
+        CHECK(argmax(l) == reference(l));
+    }
 }
 
 TEST_CASE("draws follow softmax(logits / T)", "[engine]") {
