@@ -144,6 +144,7 @@ class VulkanBackend final : public Backend, private BufferOwner {
     std::vector<Range> since_barrier_;  // accesses recorded since the last barrier
     std::unordered_set<VkBuffer> in_flight_;  // buffers the recorded commands use
     std::unique_ptr<Buffer> scratch_;         // see scratch(); after in_flight_, destroyed first
+    std::unique_ptr<Buffer> gelu_table_;      // backends/gelu_table.h on the device, made by gelu()
 };
 
 }  // namespace deskside::backends::vulkan

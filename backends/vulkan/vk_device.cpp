@@ -135,6 +135,16 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
     features.pNext = &f11;
     vkGetPhysicalDeviceFeatures2(physical, &features);
     c.fp16 = f12.shaderFloat16;
+    // The _exact variants emulate the CPU's fused multiply-adds and sums in double. Where double runs
+    // at the speed of float (a CPU device such as lavapipe) that costs little and buys the CPU
+    // backend's bits; consumer GPUs run double at 1/32-1/64 rate, so there it is opt-in
+    // (DESKSIDE_VULKAN_EXACT=1).
+    const char* exact_env = std::getenv("DESKSIDE_VULKAN_EXACT");
+    const std::string_view exact_setting = exact_env ? exact_env : "";
+    if (!exact_setting.empty() && exact_setting != "0" && exact_setting != "1")
+        throw std::invalid_argument("DESKSIDE_VULKAN_EXACT='" + std::string(exact_setting) + "': expected 0 or 1");
+    const bool want_exact = exact_setting.empty() ? c.type == VK_PHYSICAL_DEVICE_TYPE_CPU : exact_setting == "1";
+    c.fp64 = features.features.shaderFloat64 && want_exact;
     c.int8 = f12.shaderInt8;
     c.storage8 = f12.storageBuffer8BitAccess;
     c.storage16 = f11.storageBuffer16BitAccess;
@@ -172,9 +182,11 @@ void apply_disabled_features(DeviceCaps& caps) {
             caps.subgroup_arithmetic = false;
         } else if (name == "storage16") {
             caps.storage16 = false;
+        } else if (name == "fp64") {
+            caps.fp64 = false;
         } else if (!name.empty()) {
             throw std::invalid_argument("DESKSIDE_VULKAN_DISABLE='" + std::string(list) + "': unknown feature '" +
-                                        std::string(name) + "' (expected a comma-separated list of int8-dot, subgroup, storage16)");
+                                        std::string(name) + "' (expected a comma-separated list of int8-dot, subgroup, storage16, fp64)");
         }
         begin = end + 1;
     }
@@ -192,6 +204,7 @@ VulkanDevice::VulkanDevice(VkPhysicalDevice physical, DeviceCaps caps) : physica
     f11.storageBuffer16BitAccess = caps_.storage16;
     f11.pNext = &f12;
     VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    features.features.shaderFloat64 = caps_.fp64;
     features.pNext = &f11;
 
     std::vector<const char*> extensions;

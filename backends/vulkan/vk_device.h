@@ -31,6 +31,7 @@ struct DeviceCaps {
     bool has_memory_budget = false;
     // Features the shaders may use (each has a fallback path).
     bool fp16 = false;          // shaderFloat16
+    bool fp64 = false;          // shaderFloat64, used for the CPU backend's bits (CPU-type devices, or DESKSIDE_VULKAN_EXACT=1)
     bool storage16 = false;     // storageBuffer16BitAccess
     bool storage8 = false;      // storageBuffer8BitAccess
     bool int8 = false;          // shaderInt8

@@ -30,6 +30,7 @@ struct MatmulParams {
     uint32_t w_offset, w_stride;  // bytes
     uint32_t x_offset, x_stride;  // F32 elements, or words of the quantized activations
     uint32_t y_offset, y_stride;  // F32 elements
+    uint32_t chain_rows;          // matmul_q8*.comp: rows [0, chain_rows) in the CPU's x8 order
 };
 
 // Push constants of shaders/matmul_act_quant.comp, in its order.
@@ -82,21 +83,35 @@ uint64_t act_quant_groups(quant::TypeId act, int64_t k, int64_t n) {
     return (static_cast<uint64_t>(k / 32) * n + 31) / 32;                        // an invocation per block
 }
 
-const char* act_quant_variant(quant::TypeId act) {
-    return act == quant::TypeId::Q8_K ? "matmul_act_q8_k" : act == quant::TypeId::Q8_1 ? "matmul_act_q8_1" : "matmul_act_q8_0";
+// Q8_K with shaderFloat64: the CPU backend's FMA rounding of the levels (act_quant.glsl).
+const char* act_quant_variant(quant::TypeId act, bool fp64) {
+    if (act == quant::TypeId::Q8_K) return fp64 ? "matmul_act_q8_k_exact" : "matmul_act_q8_k";
+    return act == quant::TypeId::Q8_1 ? "matmul_act_q8_1" : "matmul_act_q8_0";
 }
 
 // The shader variant for W's type on this device: the integer-dot kernels for the types whose
 // activations the CPU quantizes to Q8_0/Q8_1 (matmul_q8.comp) or Q8_K (matmul_q8k.comp), with
-// SPV_KHR_integer_dot_product where the device has it; matmul.comp for F32, F16 and BF16.
+// SPV_KHR_integer_dot_product where the device has it; matmul.comp for F32, F16 and BF16. Where
+// the device has shaderFloat64, the _exact variant (the CPU's fused multiply-adds in double).
 std::string matmul_variant(const VulkanBackend& be, quant::TypeId type, const char* suffix) {
     const quant::TypeId act = activation_type(type);
     const bool dot = be.caps().int8_dot;
+    const std::string exact = be.caps().fp64 ? "_exact" : "";
     if (act == quant::TypeId::Q8_0 || act == quant::TypeId::Q8_1)
-        return weight_shader(be, std::string(dot ? "matmul_q8dot_" : "matmul_q8_") + suffix, type);
+        return weight_shader(be, std::string(dot ? "matmul_q8dot_" : "matmul_q8_") + suffix, type) + exact;
     if (act == quant::TypeId::Q8_K)
-        return weight_shader(be, std::string(dot ? "matmul_q8kdot_" : "matmul_q8k_") + suffix, type);
-    return weight_shader(be, std::string("matmul_") + suffix, type);
+        return weight_shader(be, std::string(dot ? "matmul_q8kdot_" : "matmul_q8k_") + suffix, type) + exact;
+    return weight_shader(be, std::string("matmul_") + suffix, type) + exact;
+}
+
+// Rows of an n_out-row matrix of `type` that the CPU backend keeps row-interleaved
+// (backends/cpu/repack.h, at its AVX2 level with DESKSIDE_CPU_REPACK unset): it sums each of
+// them as one FMA chain over blocks instead of its vec_dot's 8 lanes, and matmul_q8*.comp follow
+// it there to give its bits. Keep in step with repack.h's layouts (the mirror test,
+// tests/engine/test_vulkan_mirror.cpp, fails on any row summed the other way).
+int64_t cpu_x8_rows(quant::TypeId type, int64_t n_out) {
+    const bool x8 = type == quant::TypeId::Q4_0 || type == quant::TypeId::Q4_K;
+    return x8 ? n_out / 8 * 8 : 0;
 }
 
 }  // namespace
@@ -166,6 +181,7 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
         xq.buffer = &be.scratch(xq.row_stride * static_cast<size_t>(xq.ne1));
     }
     const std::string variant = matmul_variant(be, w.type, suffix);
+    const int64_t n_x8 = cpu_x8_rows(w.type, n_out);
     for (int64_t c0 = 0; c0 < m; c0 += cols_step) {
         const int64_t nc = std::min(cols_step, m - c0);
         const TileShape shape = nc == 1 ? kMatvecTile : kMatmulTile;
@@ -178,7 +194,7 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
             const Binding qb = be.bind_rows(xq, 0, nc, Access::Write);
             const ActQuantParams qp{to_u32(k, "k"), static_cast<uint32_t>(nc), x_offset, x_stride, qb.skip_bytes / 4,
                                     to_u32(q_words, "quantized column words")};
-            be.dispatch(be.pipeline(act_quant_variant(act), 2, sizeof(ActQuantParams)), {xb, qb}, &qp,
+            be.dispatch(be.pipeline(act_quant_variant(act, be.caps().fp64), 2, sizeof(ActQuantParams)), {xb, qb}, &qp,
                         be.groups(act_quant_groups(act, k, nc)));
             xb = be.bind_rows(xq, 0, nc, Access::Read);
             x_offset = xb.skip_bytes / 4;
@@ -199,7 +215,8 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
                                       x_offset,
                                       x_stride,
                                       yb.skip_bytes / 4,
-                                      to_u32(y.row_stride / 4, "y's row stride")};
+                                      to_u32(y.row_stride / 4, "y's row stride"),
+                                      static_cast<uint32_t>(std::clamp<int64_t>(n_x8 - r0, 0, nr))};
             const uint64_t tiles = uint64_t{ceil_div(nr, shape.rows)} * ceil_div(nc, shape.cols);
             be.dispatch(pipe, {wb, xb, yb}, &params, be.groups(tiles));
         }

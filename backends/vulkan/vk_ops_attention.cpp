@@ -20,9 +20,10 @@ struct AttentionPush {
     uint32_t first_query;  // index of this dispatch's first query in the argument buffer
 };
 
-std::string attention_variant(const KvCacheView& kv) {
+// The kernel for the cache types; with shaderFloat64, the one that gives the CPU's bits (_exact).
+std::string attention_variant(const KvCacheView& kv, bool fp64) {
     const std::string name = "attention_" + std::string(quant::type_info(kv.k.type).name) + "_" +
-                             std::string(quant::type_info(kv.v.type).name);
+                             std::string(quant::type_info(kv.v.type).name) + (fp64 ? "_exact" : "");
     for (const ShaderCode& s : all_shaders())
         if (name == s.name) return name;
     throw std::invalid_argument("vulkan attention: no kernel for a " + std::string(quant::type_info(kv.k.type).name) +
@@ -48,7 +49,7 @@ void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<
     require(kv.block_size > 0, op, "block_size must be positive");
     require(kv.k.ne0 == p.n_head_kv * p.head_dim && kv.v.ne0 == p.n_head_kv * p.head_dim_v, op,
             "cache rows k " + shape_of(kv.k) + " / v " + shape_of(kv.v) + " do not match n_head_kv x head_dim");
-    const std::string variant = attention_variant(kv);
+    const std::string variant = attention_variant(kv, caps().fp64);
     if (q.ne1 == 0) return;
 
     // Arguments: the per-query header, then the block tables.

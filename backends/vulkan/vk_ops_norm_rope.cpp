@@ -1,9 +1,8 @@
-// Vulkan rms_norm, softmax (shaders/rownorm.comp) and rope (shaders/rope.comp).
-#include <algorithm>
-#include <cmath>
-#include <numbers>
+// Vulkan rms_norm, softmax (shaders/rownorm.comp) and rope (shaders/rope.comp, rotations from
+// backends/rope_angles.h on the host).
 #include <vector>
 
+#include "backends/rope_angles.h"
 #include "backends/vulkan/vk_backend.h"
 #include "backends/vulkan/vk_ops_common.h"
 
@@ -24,19 +23,8 @@ struct RowNormPush {
 };
 
 struct RopePush {
-    uint32_t n_tokens, x_offset, x_stride, n_head, head_dim, n_rot, neox, scaling, has_freq_factors;
-    float theta_scale, scaling_factor, orig_ctx, llama3_low, llama3_high, yarn_low, yarn_high, yarn_mscale;
+    uint32_t n_tokens, x_offset, x_stride, n_head, head_dim, n_rot, neox;
 };
-
-// YaRN's correction range [low, high] of frequency indices, as the CPU backend computes it.
-// ref: YaRN (arXiv:2309.00071), section 3.2 ("NTK-by-parts").
-void yarn_corr_dims(const RopeParams& p, float& low, float& high) {
-    const auto dim_for = [&](float n_rotations) {
-        return p.n_rot * std::log(p.orig_ctx / (n_rotations * 2 * std::numbers::pi_v<float>)) / (2 * std::log(p.freq_base));
-    };
-    low = std::max(0.0f, std::floor(dim_for(p.yarn_beta_fast)));
-    high = std::min(static_cast<float>(p.n_rot - 1), std::ceil(dim_for(p.yarn_beta_slow)));
-}
 
 }  // namespace
 
@@ -49,7 +37,7 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
         require(weight.ne0 == x.ne0, "rms_norm", "weight " + shape_of(weight) + " does not match x " + shape_of(x));
     }
     if (x.ne1 == 0) return;
-    const char* variant = caps().subgroup_arithmetic ? "rms_norm_sg" : "rms_norm";
+    const char* variant = caps().fp64 ? "rms_norm_exact" : caps().subgroup_arithmetic ? "rms_norm_sg" : "rms_norm";
     const Pipeline& p = pipeline(variant, 3, sizeof(RowNormPush), {kRowGroup});
     const Binding bw = weight.empty() ? Binding{} : bind_rows(weight, 0, 1, Access::Read);
     for_row_chunks(*this, x.ne1, {&x, &y}, [&](int64_t first, int64_t n) {
@@ -67,7 +55,7 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
 void VulkanBackend::softmax(const Tensor& x) {
     require_f32(x, "softmax", "x");
     if (x.ne1 == 0) return;
-    const char* variant = caps().subgroup_arithmetic ? "softmax_sg" : "softmax";
+    const char* variant = caps().fp64 ? "softmax_exact" : caps().subgroup_arithmetic ? "softmax_sg" : "softmax";
     const Pipeline& p = pipeline(variant, 1, sizeof(RowNormPush), {kRowGroup});
     for_row_chunks(*this, x.ne1, {&x}, [&](int64_t first, int64_t n) {
         const Binding bx = bind_rows(x, first, n, Access::ReadWrite);
@@ -92,29 +80,25 @@ void VulkanBackend::rope(const Tensor& x, std::span<const int32_t> positions, co
     push.head_dim = static_cast<uint32_t>(rp.head_dim);
     push.n_rot = static_cast<uint32_t>(rp.n_rot);
     push.neox = rp.neox ? 1 : 0;
-    push.scaling = static_cast<uint32_t>(rp.scaling);
-    push.has_freq_factors = rp.freq_factors.empty() ? 0 : 1;
-    push.theta_scale = std::pow(rp.freq_base, -2.0f / rp.n_rot);
-    push.scaling_factor = rp.scaling_factor;
-    push.orig_ctx = static_cast<float>(rp.orig_ctx);
-    push.llama3_low = rp.llama3_low_freq_factor;
-    push.llama3_high = rp.llama3_high_freq_factor;
-    if (rp.scaling == RopeScalingType::Yarn) {
-        yarn_corr_dims(rp, push.yarn_low, push.yarn_high);
-        push.yarn_mscale = 1.0f + 0.1f * std::log(rp.scaling_factor);  // ref: YaRN eq. 22 (sqrt(1/t))
-    }
-    static_assert(static_cast<uint32_t>(RopeScalingType::Llama3) == 3, "rope.comp's kLlama3");
-    const Pipeline& p = pipeline("rope", 3, sizeof(RopePush), {kEltwiseGroup});
+    const Pipeline& p = pipeline(caps().fp64 ? "rope_exact" : "rope", 2, sizeof(RopePush), {kEltwiseGroup});
     const int64_t half = rp.n_rot / 2;
+    // The rotations of every token, interleaved (cos, sin) per pair: the CPU backend's values.
+    std::vector<float> rotations, cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
     for_row_chunks(*this, x.ne1, {&x}, [&](int64_t first, int64_t n) {
-        const Binding pos = upload_args(positions.data() + first, n * sizeof(int32_t));
-        const Binding factors = rp.freq_factors.empty() ? pos
-                                                        : upload_args(rp.freq_factors.data(), half * sizeof(float));
+        rotations.resize(static_cast<size_t>(n * half * 2));
+        for (int64_t t = 0; t < n; ++t) {
+            rope_angles(rp, positions[first + t], cos_row.data(), sin_row.data());
+            for (int64_t i = 0; i < half; ++i) {
+                rotations[2 * (t * half + i)] = cos_row[i];
+                rotations[2 * (t * half + i) + 1] = sin_row[i];
+            }
+        }
+        const Binding rot = upload_args(rotations.data(), rotations.size() * sizeof(float));
         const Binding bx = bind_rows(x, first, n, Access::ReadWrite);
         push.n_tokens = static_cast<uint32_t>(n);
         push.x_offset = words(bx.skip_bytes);
         push.x_stride = static_cast<uint32_t>(x.row_stride / 4);
-        dispatch(p, {bx, pos, factors}, &push, groups((n * half + kEltwiseGroup - 1) / kEltwiseGroup));
+        dispatch(p, {bx, rot}, &push, groups((n * half + kEltwiseGroup - 1) / kEltwiseGroup));
     });
 }
 

@@ -72,6 +72,7 @@ std::vector<DeviceInfo> list_vulkan_devices(std::string* why_none) {
             d.total_memory = c.device_local_bytes / split;
             d.free_memory = (c.has_memory_budget ? c.budget_free_bytes : c.device_local_bytes) / split;
             if (c.fp16) d.features.push_back("fp16");
+            if (c.fp64) d.features.push_back("fp64");
             if (c.storage16) d.features.push_back("storage16");
             if (c.int8) d.features.push_back("int8");
             if (c.int8_dot) d.features.push_back("int8-dot");

@@ -409,25 +409,31 @@ TEST_CASE("vulkan matmul matches the CPU backend within both sides' summation ro
 
 TEST_CASE("vulkan integer-dot matmul gives the same bits with and without integer dot products", "[vulkan]") {
     // The kernels sum level products with SPV_KHR_integer_dot_product where the device has it
-    // (lavapipe does) and with plain multiply-adds under DESKSIDE_VULKAN_DISABLE=int8-dot.
-    std::unique_ptr<Backend> devices[2];
-    devices[0] = test::vulkan_or_skip();
-    if (!devices[0]) return;
-    {
-        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot");
-        devices[1] = test::vulkan_or_skip();
-    }
+    // (lavapipe does) and with plain multiply-adds under DESKSIDE_VULKAN_DISABLE=int8-dot; both
+    // in the exact (shaderFloat64) variants and in the plain ones (fp64 disabled).
+    if (!test::vulkan_or_skip()) return;
     if (!some_vulkan_device_has("int8-dot")) WARN("this Vulkan device has no integer dot product: both runs use the fallback");
     const int64_t k = 2304, n_out = 11;
-    for (TypeId type : kTypes) {
-        if (!quantizes_activations(type)) continue;
-        INFO(type_name(type));
-        const Weights w = make_weights(type, k, n_out, 41);
-        for (int64_t m : {1, 9}) {
-            const std::vector<float> xv = random_values(k * m, 43 + static_cast<uint32_t>(m), -4.0f, 4.0f);
-            const std::vector<float> out[2] = {matmul_on(*devices[0], w, m, xv), matmul_on(*devices[1], w, m, xv)};
-            CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
-            CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+    for (const char* base : {"", "fp64"}) {
+        std::unique_ptr<Backend> devices[2];
+        {
+            const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", base);
+            devices[0] = test::vulkan_or_skip();
+        }
+        {
+            const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", std::string(base) + (*base ? "," : "") + "int8-dot");
+            devices[1] = test::vulkan_or_skip();
+        }
+        for (TypeId type : kTypes) {
+            if (!quantizes_activations(type)) continue;
+            INFO(type_name(type) << ", DESKSIDE_VULKAN_DISABLE=" << base << " vs +int8-dot");
+            const Weights w = make_weights(type, k, n_out, 41);
+            for (int64_t m : {1, 9}) {
+                const std::vector<float> xv = random_values(k * m, 43 + static_cast<uint32_t>(m), -4.0f, 4.0f);
+                const std::vector<float> out[2] = {matmul_on(*devices[0], w, m, xv), matmul_on(*devices[1], w, m, xv)};
+                CHECK(worst_ratio_to_exact(w, xv, m, out[0]) <= 1.0);
+                CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+            }
         }
     }
 }
@@ -437,11 +443,20 @@ TEST_CASE("vulkan matmul and get_rows give the same bits with and without 16-bit
     // F16/BF16 elements with 16-bit loads (the *_s16 variants); DESKSIDE_VULKAN_DISABLE=storage16
     // selects the 32-bit-word path. Both read the same bits, so the outputs must be identical;
     // also with integer dot products off, so every kernel variant is compared.
-    std::unique_ptr<Backend> reference = test::vulkan_or_skip();
-    if (!reference) return;
+    // The exact (shaderFloat64) variants and, with fp64 disabled on both sides, the plain ones.
+    if (!test::vulkan_or_skip()) return;
     if (!some_vulkan_device_has("storage16")) WARN("this Vulkan device has no 16-bit storage: both runs use the 32-bit-word path");
-    for (const char* disabled : {"storage16", "storage16,int8-dot"}) {
-        std::unique_ptr<Backend> fallback;
+    struct Pair {
+        const char* reference;
+        const char* disabled;
+    };
+    for (const Pair pair : {Pair{"", "storage16"}, Pair{"", "storage16,int8-dot"}, Pair{"fp64", "fp64,storage16,int8-dot"}}) {
+        const char* disabled = pair.disabled;
+        std::unique_ptr<Backend> reference, fallback;
+        {
+            const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", pair.reference);
+            reference = test::vulkan_or_skip();
+        }
         {
             const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", disabled);
             fallback = test::vulkan_or_skip();

@@ -217,16 +217,17 @@ TEST_CASE("DESKSIDE_VULKAN_DISABLE hides features from devices and rejects unkno
         return std::find(f.begin(), f.end(), name) != f.end();
     };
     {
-        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot,subgroup,storage16");
+        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "int8-dot,subgroup,storage16,fp64");
         const std::vector<std::string> f = features();
         CHECK_FALSE(has(f, "int8-dot"));
         CHECK_FALSE(has(f, "subgroup-arith"));
         CHECK_FALSE(has(f, "storage16"));
+        CHECK_FALSE(has(f, "fp64"));
         CHECK(test::vulkan_or_skip() != nullptr);  // the device still opens, with the fallbacks
     }
     {
-        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "subgroup,fp64");
-        CHECK_THROWS_WITH(list_devices(), Catch::Contains("unknown feature 'fp64'"));
+        const ScopedEnv env("DESKSIDE_VULKAN_DISABLE", "subgroup,fp128");
+        CHECK_THROWS_WITH(list_devices(), Catch::Contains("unknown feature 'fp128'"));
     }
 }
 

@@ -131,8 +131,19 @@ void q8k_scales(float max_value, out float iscale, out float d) {
     d = iscale < 0.0 ? -inverse : inverse;
 }
 
-// The level of x: min(127, nearest_int(iscale * x)); nearest_int rounds half to even.
+// The level of x: min(127, nearest_int(iscale * x)); nearest_int rounds half to even. EXACT:
+// as the CPU backend's AVX2 quantizer (backends/cpu/gemm_quantize_avx2.cpp), whose compiler
+// fuses the product with nearest_int's magic-number addition into one FMA, so the product is not
+// rounded first (it differs from the reference where iscale * x rounds across a half); include
+// cpu_math.glsl before this file.
 int q8k_level(float iscale, float x) {
+#if defined(EXACT)
+    const float kMagic = 12582912.0;  // 1.5 * 2^23: the sum's low mantissa bits are the integer
+    precise float shifted = cpu_fma(iscale, x, kMagic);
+    precise float level = shifted - kMagic;
+    return min(127, int(level));
+#else
     precise float scaled = iscale * x;
     return min(127, int(roundEven(scaled)));
+#endif
 }

@@ -9,8 +9,14 @@
 // after every update. Positions are visited in chunks of WG: thread j computes the score of
 // position chunk + j, then every thread walks the chunk's scores in order, keeping the same
 // running max and sum, and updates the output dimensions it owns (d = t, t + WG, ...).
+//
+// EXACT (devices with shaderFloat64; the `_exact` variants): the CPU backend's bits. exp() is
+// libm's expf (cpu_math.glsl), an F16 K dot is summed in the CPU's order (ops_attention_kernels.h:
+// 4 FMA accumulators of 16 lanes over steps of 64, folded, the rest in double), and the running
+// sum is rescaled without contraction.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "cpu_math.glsl"
 
 const uint WG = 64;
 const uint kMaxHeadDim = 256;
@@ -69,7 +75,46 @@ float round_half_away(float x) {
     return t;
 }
 
+#if defined(EXACT)
+float exp_of(float x) { return cpu_expf(x); }
+#else
+float exp_of(float x) { return exp(x); }
+#endif
+
 // q . k of the head starting at byte kb of the K binding.
+#if defined(K_F16) && defined(EXACT)
+float dot_qk(uint kb) {
+    const uint kStep = 64u, kLanes = 16u;
+    uint np = p.head_dim / kStep * kStep;
+    precise double sum = 0.0LF;
+    if (np > 0u) {
+        precise float acc[4][16];
+        for (uint j = 0u; j < 4u; ++j)
+            for (uint l = 0u; l < kLanes; ++l) acc[j][l] = 0.0;
+        for (uint i = 0u; i < np; i += kStep)
+            for (uint j = 0u; j < 4u; ++j)
+                for (uint l = 0u; l < kLanes; ++l) {
+                    uint e = i + j * kLanes + l;
+                    acc[j][l] = cpu_fma(unpackHalf2x16(rd_u16(kb + 2u * e, true)).x, q_f[e], acc[j][l]);
+                }
+        precise float h[8];
+        for (uint l = 0u; l < kLanes; ++l) {
+            acc[0][l] = acc[0][l] + acc[2][l];
+            acc[1][l] = acc[1][l] + acc[3][l];
+            acc[0][l] = acc[0][l] + acc[1][l];
+        }
+        for (uint l = 0u; l < 8u; ++l) h[l] = acc[0][l + 8u] + acc[0][l];
+        precise float g0 = h[4] + h[0], g1 = h[5] + h[1], g2 = h[6] + h[2], g3 = h[7] + h[3];
+        precise float folded = (g0 + g2) + (g1 + g3);
+        sum = double(folded);
+    }
+    for (uint i = np; i < p.head_dim; ++i) {
+        precise float prod = unpackHalf2x16(rd_u16(kb + 2u * i, true)).x * q_f[i];
+        sum += double(prod);
+    }
+    return float(sum);
+}
+#else
 float dot_qk(uint kb) {
     float s = 0.0;
 #if defined(K_F32)
@@ -88,6 +133,7 @@ float dot_qk(uint kb) {
 #endif
     return s;
 }
+#endif
 
 // Element d of the V head starting at byte vb.
 float load_v(uint vb, uint d) {
@@ -159,18 +205,12 @@ void main() {
 #else
     uint v_head_bytes = p.head_dim_v / 32u * kQ8Block;
 #endif
-    // llama.cpp fuses the F16 multiply-add over whole 32-element groups only (see the CPU backend).
-#if defined(V_F16)
-    uint fused = p.head_dim_v / 32u * 32u;
-#else
-    uint fused = p.head_dim_v;
-#endif
 
     int first = p.window > 0u ? max(0, pos - int(p.window) + 1) : 0;
     float acc[kDimsPerThread];
     for (uint j = 0; j < kDimsPerThread; ++j) acc[j] = 0.0;
     float max_score = -1.0 / 0.0;
-    float sum = 0.0;
+    precise float sum = 0.0;
     for (int chunk = first; chunk <= pos; chunk += int(WG)) {
         int my_pos = chunk + int(t);
         if (my_pos <= pos) {
@@ -184,10 +224,10 @@ void main() {
             float ms = 1.0, vs = 1.0;
             bool new_max = s > max_score;
             if (new_max) {
-                ms = exp(max_score - s);
+                ms = exp_of(max_score - s);
                 max_score = s;
             } else {
-                vs = exp(s - max_score);
+                vs = exp_of(s - max_score);
             }
             int cpos = chunk + j;
             uint row = uint(args[table + uint(cpos) / p.block_size]) * p.block_size + uint(cpos) % p.block_size;
@@ -195,11 +235,15 @@ void main() {
             for (uint jj = 0; jj < kDimsPerThread; ++jj) {
                 uint d = t + jj * WG;
                 if (d >= p.head_dim_v) break;
-                if (new_max) acc[jj] = acc_round(acc[jj] * ms);
-                float vv = load_v(vb, d);
-                acc[jj] = d < fused ? acc_round(fma(vv, vs, acc[jj])) : acc_round(acc[jj] + vv * vs);
+                if (new_max) {
+                    precise float rescaled = acc[jj] * ms;
+                    acc[jj] = acc_round(rescaled);
+                }
+                // As the CPU: one FMA per element, the tail included.
+                acc[jj] = acc_round(cpu_fma(load_v(vb, d), vs, acc[jj]));
             }
-            sum = sum * ms + vs;
+            precise float rescaled_sum = sum * ms;
+            sum = rescaled_sum + vs;
         }
         barrier();
     }
@@ -207,6 +251,7 @@ void main() {
     uint ob = p.o_offset + qi * p.o_stride + h * p.head_dim_v;
     for (uint jj = 0; jj < kDimsPerThread; ++jj) {
         uint d = t + jj * WG;
-        if (d < p.head_dim_v) o[ob + d] = acc[jj] * inv;
+        precise float scaled = acc[jj] * inv;
+        if (d < p.head_dim_v) o[ob + d] = scaled;
     }
 }

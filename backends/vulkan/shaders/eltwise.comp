@@ -2,9 +2,11 @@
 // Element-wise ops on F32 tensors with row strides: y = a OP b (b may be one row, broadcast over
 // a's rows: b_stride = 0), or y = f(x) for the unary variants. One thread per element; thread i
 // handles row i / ne0, column i % ne0. Variants (eltwise.variants): OP_ADD, OP_MUL (binary),
-// OP_SCALE, OP_SILU, OP_GELU (unary; OP_SCALE uses p.scalar).
+// OP_SCALE, OP_SILU, OP_GELU (unary; OP_SCALE uses p.scalar). With EXACT (devices with
+// shaderFloat64) silu takes libm's expf (cpu_math.glsl) and gives the CPU backend's bits.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "cpu_math.glsl"
 
 layout(local_size_x_id = 0) in;
 
@@ -16,6 +18,11 @@ layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 #else
 layout(binding = 0, std430) readonly buffer A { float a[]; };
 layout(binding = 1, std430) writeonly buffer Y { float y[]; };
+#endif
+#if defined(OP_GELU)
+#include "act_quant.glsl"
+// backends/gelu_table.h's table (the CPU backend's): GELU of every F16 input, rounded to F16.
+layout(binding = 2, std430) readonly buffer GeluTable { float gelu_table[]; };
 #endif
 
 // Offsets and strides in elements, relative to each bound range.
@@ -31,17 +38,15 @@ layout(push_constant) uniform Params {
     float scalar;
 } p;
 
-// ref: Hendrycks & Gimpel, arXiv:1606.08415 (tanh approximation). The CPU backend (and
-// llama.cpp's) rounds input and output through F16 and saturates beyond |x| >= 10; we mirror it
-// so both backends give the same activations.
+#if defined(OP_GELU)
+// ref: Hendrycks & Gimpel, arXiv:1606.08415 (tanh approximation). As the CPU backend (and
+// llama.cpp's): x rounded to F16 indexes a table of F16-rounded values; |x| >= 10 saturates.
 float gelu(float v) {
-    const float kSqrt2OverPi = 0.7978845608028654;
-    const float kCubic = 0.044715;
     if (v <= -10.0) return 0.0;
     if (v >= 10.0) return v;
-    float h = round_to_f16(v);
-    return round_to_f16(0.5 * h * (1.0 + safe_tanh(kSqrt2OverPi * h * (1.0 + kCubic * h * h))));
+    return gelu_table[f32_to_f16_bits(v)];
 }
+#endif
 
 void main() {
     uint i = group_index() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
@@ -59,6 +64,9 @@ void main() {
     r = va * vb;
 #elif defined(OP_SCALE)
     r = va * p.scalar;
+#elif defined(OP_SILU) && defined(EXACT)
+    precise float denominator = 1.0 + cpu_expf(-va);
+    r = va / denominator;
 #elif defined(OP_SILU)
     r = va / (1.0 + exp(-va));
 #elif defined(OP_GELU)

@@ -18,6 +18,14 @@
 // quantized; for F16 and BF16 weights they are rounded to F16 / BF16 as the CPU does
 // (activation_value), so each output is the exact dot of that x with quant::to_float(W) up to the
 // float rounding of that fixed order.
+//
+// F32, F16 and BF16 weights (the ones vk_matmul.cpp sends here; the quantized variants serve
+// tests of the dequantizers) go another way: the CPU backend's AVX2 order, for its bits
+// (docs/VULKAN.md, "Bit-exact ops"; backends/cpu/dot_float_avx2.cpp). Lane l (of 32) keeps the
+// FMA chain of accumulator l / 8, float lane l % 8: elements i + l for i = 0, 32, 64, ...; lanes
+// 0-7 continue over the remaining whole 8-element steps; the 4 accumulators are added
+// (0+1)+(2+3), the 8 float lanes meet in the CPU's horizontal sum ((0+4)+(2+6)) + ((1+5)+(3+7)),
+// and the last k % 8 products are FMAs onto that sum in order.
 #extension GL_GOOGLE_include_directive : require
 
 // The tile shape (specialization constants; vk_matmul.cpp picks one per dispatch).
@@ -26,6 +34,7 @@ layout(constant_id = 1) const uint COLS = 1;  // activation columns per workgrou
 layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
 
 #include "common.glsl"
+#include "cpu_math.glsl"
 #include "dequant.glsl"
 #include "act_quant.glsl"
 
@@ -66,6 +75,64 @@ float activation_value(float v) {
 #endif
 }
 
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
+shared float lane_sums[ROWS][COLS][kLanes];
+
+float weight_at(uint row_addr, uint i) {
+#if defined(TYPE_F32)
+    return uintBitsToFloat(load_u32(row_addr + 4u * i));
+#elif defined(TYPE_F16)
+    return load_f16(row_addr + 2u * i);
+#else
+    return uintBitsToFloat(load_u16(row_addr + 2u * i) << 16);
+#endif
+}
+
+void main() {
+    const uint row_tiles = (p.n_rows + ROWS - 1u) / ROWS;
+    const uint tile = group_index();
+    if (tile >= row_tiles * ((p.n_cols + COLS - 1u) / COLS)) return;  // the whole workgroup
+    const uint lane = gl_LocalInvocationID.x;
+    const uint tile_row = gl_LocalInvocationID.y;
+    const uint row = (tile % row_tiles) * ROWS + tile_row;
+    const uint col0 = (tile / row_tiles) * COLS;
+    const uint row_addr = p.w_offset + row * p.w_stride;
+    const uint whole32 = p.k / 32u * 32u, whole8 = p.k / 8u * 8u;
+
+    precise float acc[COLS];
+    for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
+    if (row < p.n_rows) {
+        for (uint i = lane; i < whole32; i += 32u) {
+            const float w = weight_at(row_addr, i);
+            for (uint c = 0u; c < COLS; ++c) {
+                if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), acc[c]);
+            }
+        }
+        if (lane < 8u) {
+            for (uint i = whole32 + lane; i < whole8; i += 8u) {
+                const float w = weight_at(row_addr, i);
+                for (uint c = 0u; c < COLS; ++c) {
+                    if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), acc[c]);
+                }
+            }
+        }
+    }
+    for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] = acc[c];
+    barrier();
+    if (lane < COLS && row < p.n_rows && col0 + lane < p.n_cols) {
+        const uint c = lane;
+        precise float v[8];
+        for (uint l = 0u; l < 8u; ++l) {
+            precise float v01 = lane_sums[tile_row][c][l] + lane_sums[tile_row][c][8u + l];
+            precise float v23 = lane_sums[tile_row][c][16u + l] + lane_sums[tile_row][c][24u + l];
+            v[l] = v01 + v23;
+        }
+        precise float r = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+        for (uint i = whole8; i < p.k; ++i) r = cpu_fma(weight_at(row_addr, i), activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), r);
+        y[p.y_offset + (col0 + c) * p.y_stride + row] = r;
+    }
+}
+#else
 // Activations of the current step, one padded row per lane's unit (no bank conflicts).
 shared float xs[COLS][kLanes][kUnit + 1];
 shared float lane_sums[ROWS][COLS][kLanes];
@@ -119,3 +186,4 @@ void main() {
         y[p.y_offset + (col0 + lane) * p.y_stride + row] = lane_sums[tile_row][lane][0];
     }
 }
+#endif

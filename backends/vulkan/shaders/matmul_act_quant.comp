@@ -16,6 +16,7 @@
 layout(local_size_x = 32, local_size_y = 1, local_size_z = 1) in;
 
 #include "common.glsl"
+#include "cpu_math.glsl"
 #include "act_quant.glsl"
 
 layout(binding = 0, std430) readonly buffer Activations { float x[]; };

@@ -5,11 +5,10 @@
 //
 // The activations arrive quantized: matmul_act_quant.comp ran once for the whole matmul (the
 // CPU's bytes exactly, act_quant.glsl) and wrote each column's blocks into a scratch buffer, 9
-// words per block (8 words of levels, then d's F16 bits with Q8_1's s in the high half). The
-// workgroup layout is matmul.comp's (ROWS rows x 32 lanes, COLS activation columns per tile);
-// lane l multiplies blocks l, l + 32, ... of its row with each column: an exact integer sum of
-// 32 level products, scaled as in llama.cpp's vec_dot: (d_w * d_x) * float(sum) (+ m_w * s_x
-// for Q4_1/Q5_1).
+// words per block (8 words of levels, then d's F16 bits with Q8_1's s in the high half). A
+// workgroup is ROWS rows x 8 lanes and COLS (at most 8) activation columns per tile; the block
+// sums of level products are exact integers, scaled as in llama.cpp's vec_dot: d_w * d_x times
+// the sum (+ m_w * s_x for Q4_1/Q5_1).
 //
 // The integer sums use OpSDotAccSatKHR (SPV_KHR_integer_dot_product, declared through
 // GL_EXT_spirv_intrinsics because glslc has no GLSL name for it) in the variants built with
@@ -17,11 +16,15 @@
 // of 32 products of bytes is at most 32 * 128 * 128 = 2^19, far from saturating, so both give the
 // same integers and the same outputs bit for bit.
 //
-// Batch invariance as in matmul.comp: each lane adds its blocks' terms in order into a `precise`
-// accumulator and the 32 lane sums meet in a fixed tree, whatever the tile shape or the number of
-// columns. The tree stays in shared memory even where subgroup arithmetic exists: a subgroup
-// reduction needs the lanes of one output row to form whole subgroups, which Vulkan does not
-// promise for a 2-D workgroup, and it runs once per output (the cost is in the block loop).
+// Summation order: the CPU backend's at its AVX2 level, so outputs are its bits (quantized models
+// amplify last-bit differences; docs/VULKAN.md, "Bit-exact ops"). Rows below p.chain_rows are
+// the ones the CPU keeps row-interleaved (backends/cpu/repack.h: Q4_0x8): one FMA chain over the
+// blocks in order, acc = fma(d_w * d_x, float(block sum), acc), run by lane 0. The other rows
+// follow the CPU's GGUF-layout vec_dot (backends/cpu/dot_legacy_avx2.cpp): lane j < 8 keeps the
+// chain of int32 lane j (elements 4j .. 4j + 3 of every block), acc_j = fma(d_w * d_x,
+// float(sum_j), acc_j), and the 8 chains meet in the CPU's horizontal sum ((0+4)+(2+6)) +
+// ((1+5)+(3+7)); Q4_1/Q5_1 add their min terms as one more chain, offsets = fma(m_w, s_x,
+// offsets), after it. Every order depends on the row alone, never on the tile or the batch.
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_INT_DOT)
 #extension GL_EXT_spirv_intrinsics : require
@@ -33,9 +36,10 @@ int sdot_acc_sat(int a, int b, int acc, spirv_literal int packed_format);
 
 layout(constant_id = 0) const uint ROWS = 4;  // output rows per workgroup
 layout(constant_id = 1) const uint COLS = 1;  // activation columns per workgroup
-layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
+layout(local_size_x = 8, local_size_y_id = 0, local_size_z = 1) in;  // the CPU's 8 float lanes
 
 #include "common.glsl"
+#include "cpu_math.glsl"
 #include "dequant.glsl"
 #include "weight_levels.glsl"
 
@@ -53,13 +57,16 @@ layout(push_constant) uniform Params {
     uint x_stride;  // words between quantized columns
     uint y_offset;
     uint y_stride;
+    uint chain_rows;  // rows [0, chain_rows) of this dispatch in the CPU's x8 order
 } p;
 
-const uint kLanes = 32;
 const uint kQ8Block = 32;  // activations per Q8_0 / Q8_1 block
 const uint kQ8Words = 9;   // words per quantized block (matmul_act_quant.comp)
 
-shared float lane_sums[ROWS][COLS][kLanes];
+const uint kCpuLanes = 8;  // float lanes of the CPU's AVX2 accumulator
+
+shared float lane_sums[ROWS][COLS][kCpuLanes];
+shared float min_sums[ROWS][COLS];
 
 // Sum of the level products of the weights' block (8 words of signed bytes) and the activations'
 // block at word xq_first.
@@ -76,6 +83,17 @@ int dot_levels(uint w[8], uint xq_first) {
     return sum;
 }
 
+// Sum of the level products of one word (4 elements) of the weights and of the activations.
+int dot_word(uint w, uint x) {
+#if defined(USE_INT_DOT)
+    return sdot_acc_sat(int(w), int(x), 0, 0);
+#else
+    int sum = 0;
+    for (int byte = 0; byte < 32; byte += 8) sum += bitfieldExtract(int(w), byte, 8) * bitfieldExtract(int(x), byte, 8);
+    return sum;
+#endif
+}
+
 void main() {
     // Tiles in column-major order: consecutive workgroups share the activation columns.
     const uint row_tiles = (p.n_rows + ROWS - 1u) / ROWS;
@@ -88,11 +106,18 @@ void main() {
     const uint row_addr = p.w_offset + row * p.w_stride;
     const uint n_blocks = p.k / kQ8Block;
 
+    // x8 rows: one chain (lane 0); other rows: the CPU's 8 lane chains (lanes 0..7).
+    const bool chain = row < p.chain_rows;
+    const uint active_lanes = chain ? 1u : kCpuLanes;
     precise float acc[COLS];
-    for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
+    precise float offsets[COLS];
+    for (uint c = 0u; c < COLS; ++c) {
+        acc[c] = 0.0;
+        offsets[c] = 0.0;
+    }
 
-    if (row < p.n_rows) {
-        for (uint block = lane; block < n_blocks; block += kLanes) {
+    if (row < p.n_rows && lane < active_lanes) {
+        for (uint block = 0u; block < n_blocks; ++block) {
             uint w[8];
             float d, m;
             weight_levels(row_addr, block, w, d, m);
@@ -100,26 +125,38 @@ void main() {
                 if (col0 + c >= p.n_cols) break;
                 const uint xq_first = p.x_offset + (col0 + c) * p.x_stride + block * kQ8Words;
                 const vec2 scales = unpackHalf2x16(xq[xq_first + 8u]);  // d_x, s_x
-                precise float term = (d * scales.x) * float(dot_levels(w, xq_first));
+                const int sum = chain ? dot_levels(w, xq_first) : dot_word(w[lane], xq[xq_first + lane]);
+                precise float dd = d * scales.x;
+                acc[c] = cpu_fma(dd, float(sum), acc[c]);
 #if defined(WEIGHT_HAS_MIN)
-                precise float with_min = term + m * scales.y;
-                acc[c] = acc[c] + with_min;
-#else
-                acc[c] = acc[c] + term;
+                offsets[c] = cpu_fma(m, scales.y, offsets[c]);
 #endif
             }
         }
     }
 
-    for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] = acc[c];
-    barrier();
-    for (uint s = kLanes / 2u; s > 0u; s >>= 1) {
-        if (lane < s) {
-            for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] += lane_sums[tile_row][c][lane + s];
-        }
-        barrier();
+    if (lane < kCpuLanes) {
+        for (uint c = 0u; c < COLS; ++c) lane_sums[tile_row][c][lane] = acc[c];
     }
+    if (lane == 0u) {
+        for (uint c = 0u; c < COLS; ++c) min_sums[tile_row][c] = offsets[c];
+    }
+    barrier();
     if (lane < COLS && row < p.n_rows && col0 + lane < p.n_cols) {
-        y[p.y_offset + (col0 + lane) * p.y_stride + row] = lane_sums[tile_row][lane][0];
+        const uint c = lane;
+        precise float r;
+        if (chain) {
+            r = lane_sums[tile_row][c][0];
+        } else {
+            precise float s04 = lane_sums[tile_row][c][0] + lane_sums[tile_row][c][4];
+            precise float s26 = lane_sums[tile_row][c][2] + lane_sums[tile_row][c][6];
+            precise float s15 = lane_sums[tile_row][c][1] + lane_sums[tile_row][c][5];
+            precise float s37 = lane_sums[tile_row][c][3] + lane_sums[tile_row][c][7];
+            r = (s04 + s26) + (s15 + s37);
+#if defined(WEIGHT_HAS_MIN)
+            r = r + min_sums[tile_row][c];
+#endif
+        }
+        y[p.y_offset + (col0 + c) * p.y_stride + row] = r;
     }
 }

@@ -6,11 +6,17 @@
 // order. Either way a row's result does not depend on the number of rows (batch invariance);
 // the two may round differently, which is why vk_ops_norm_rope.cpp picks one per device and uses
 // it for every row count. Variants: rownorm.variants.
+//
+// EXACT (devices with shaderFloat64): the CPU backend's arithmetic bit for bit instead, one
+// thread walking the row in order: rms_norm sums the float-rounded squares in double (llama.cpp's
+// order); softmax takes libm's expf (cpu_math.glsl) and sums in double. A row of a few thousand
+// elements costs one thread a few thousand adds, small beside the matmuls around it.
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_SUBGROUP)
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 #include "common.glsl"
+#include "cpu_math.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;  // a power of two
@@ -39,6 +45,9 @@ layout(push_constant) uniform Params {
 } p;
 
 shared float partial[WG];
+#if defined(EXACT)
+shared float row_scale;
+#endif
 
 #if defined(USE_SUBGROUP)
 // Sum (or max) of every thread's `v`: one subgroup operation each, then the subgroups' results
@@ -98,14 +107,46 @@ void main() {
     uint t = gl_LocalInvocationID.x;
     uint base = p.x_offset + row * p.x_stride;
 #if defined(OP_RMS_NORM)
+#if defined(EXACT)
+    if (t == 0u) {
+        precise double sum = 0.0LF;
+        for (uint i = 0u; i < p.ne0; ++i) {
+            precise float sq = x[base + i] * x[base + i];
+            sum += double(sq);
+        }
+        precise float mean = float(sum / double(p.ne0));
+        row_scale = 1.0 / sqrt(mean + p.eps);
+    }
+    barrier();
+    float s = row_scale;
+#else
     float acc = 0.0;
     for (uint i = t; i < p.ne0; i += WG) acc += x[base + i] * x[base + i];
     float sum = reduce_sum(acc);
     float s = 1.0 / sqrt(sum / float(p.ne0) + p.eps);
+#endif
     uint out_base = p.y_offset + row * p.y_stride;
     for (uint i = t; i < p.ne0; i += WG) {
-        float v = x[base + i] * s;
-        y[out_base + i] = p.has_weight != 0 ? v * w[p.w_offset + i] : v;
+        precise float v = x[base + i] * s;
+        precise float vw = v * w[p.w_offset + i];
+        y[out_base + i] = p.has_weight != 0 ? vw : v;
+    }
+#elif defined(EXACT)
+    if (t == 0u) {
+        float m = x[base];
+        for (uint i = 1u; i < p.ne0; ++i) m = max(m, x[base + i]);
+        precise double sum = 0.0LF;
+        for (uint i = 0u; i < p.ne0; ++i) {
+            precise float e = cpu_expf(x[base + i] - m);
+            x[base + i] = e;
+            sum += double(e);
+        }
+        row_scale = float(1.0LF / sum);
+    }
+    barrier();
+    for (uint i = t; i < p.ne0; i += WG) {
+        precise float v = x[base + i] * row_scale;
+        x[base + i] = v;
     }
 #else
     float m = -1.0 / 0.0;
