@@ -126,20 +126,20 @@ TEST_CASE("greedy tokens on vulkan0, vulkan0+vulkan1 (1,1 and 3,1) and vulkan0+c
 // amplify rounding differences (a few ulps become whole Q8 activation levels; docs/VULKAN.md,
 // "Bit-exact ops"): they agree because vulkan0 reproduces the CPU's arithmetic op by op on a
 // device with shaderFloat64 (at the CPU's AVX2 level), and only there.
-TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: stories260K quantized", "[engine][.vulkan-generation]") {
+TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: every stories260K file", "[engine][.vulkan-generation]") {
     const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
     if (!vulkan_split_or_skip() || !exact_or_skip()) return;
-    check_like_cpu("stories260K-q8_0");
-    check_like_cpu("stories260K-q4_0");
+    for (const char* stem : {"stories260K", "stories260K-f16", "stories260K-bf16", "stories260K-q8_0", "stories260K-q4_0",
+                             "stories260K-q4_1", "stories260K-q5_0", "stories260K-q5_1"})
+        check_like_cpu(stem);
 }
 
 TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: synth-k", "[engine][.vulkan-generation]") {
     const test::ScopedEnv split_env("DESKSIDE_VULKAN_SPLIT", "2");
     if (!vulkan_split_or_skip() || !exact_or_skip()) return;
-    check_like_cpu("stories260K");
-    check_like_cpu("synth-k");
-    check_like_cpu("synth-k-q8_0");
-    check_like_cpu("synth-k-q4_k_m");
+    for (const char* stem : {"synth-k", "synth-k-q2_k", "synth-k-q3_k_m", "synth-k-q4_k_s", "synth-k-q4_k_m", "synth-k-q5_k_m",
+                             "synth-k-q6_k", "synth-k-q8_0", "synth-k-iq4_nl", "synth-k-iq4_xs"})
+        check_like_cpu(stem);
 }
 
 namespace {
