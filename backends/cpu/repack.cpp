@@ -71,26 +71,6 @@ void pack_k4_scales(const uint8_t* sc, const uint8_t* m, uint8_t* packed) {
     }
 }
 
-void repack_q4_0_group(const uint8_t* src, size_t row_bytes, int64_t n_blocks, uint8_t* dst) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-        uint8_t* out = dst + b * kQ40GroupBlock;
-        for (int r = 0; r < kRepackRows; ++r) {
-            const auto* blk = reinterpret_cast<const quant::BlockQ4_0*>(src + r * row_bytes) + b;
-            std::memcpy(out + 2 * r, &blk->d, 2);
-            for (int t = 0; t < 4; ++t) std::memcpy(out + 16 + 32 * t + 4 * r, blk->qs + 4 * t, 4);
-        }
-    }
-}
-
-void unpack_q4_0_row(const uint8_t* group, int r, int64_t n_blocks, uint8_t* out) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-        const uint8_t* in = group + b * kQ40GroupBlock;
-        auto* blk = reinterpret_cast<quant::BlockQ4_0*>(out) + b;
-        std::memcpy(&blk->d, in + 2 * r, 2);
-        for (int t = 0; t < 4; ++t) std::memcpy(blk->qs + 4 * t, in + 16 + 32 * t + 4 * r, 4);
-    }
-}
-
 void repack_q4_k_group(const uint8_t* src, size_t row_bytes, int64_t n_blocks, uint8_t* dst) {
     for (int64_t b = 0; b < n_blocks; ++b) {
         uint8_t* out = dst + b * kQ4KGroupBlock;
@@ -123,23 +103,30 @@ void unpack_q4_k_row(const uint8_t* group, int r, int64_t n_blocks, uint8_t* out
     }
 }
 
-void repack_q8_0_group(const uint8_t* src, size_t row_bytes, int64_t n_blocks, uint8_t* dst) {
+// Q4_0x8 and Q8_0x8 (repack.h): per block, the 8 rows' fp16 d, then chunks of 32 bytes holding 4
+// quant bytes of each row (4 chunks for Q4_0's 16 quant bytes, 8 for Q8_0's 32).
+template <typename Block>
+constexpr int kLegacyChunks = sizeof(Block::qs) / 4;
+
+template <typename Block>
+void repack_legacy_group(const uint8_t* src, size_t row_bytes, int64_t n_blocks, uint8_t* dst) {
     for (int64_t b = 0; b < n_blocks; ++b) {
-        uint8_t* out = dst + b * kQ80GroupBlock;
+        uint8_t* out = dst + b * kRepackRows * sizeof(Block);
         for (int r = 0; r < kRepackRows; ++r) {
-            const auto* blk = reinterpret_cast<const quant::BlockQ8_0*>(src + r * row_bytes) + b;
+            const auto* blk = reinterpret_cast<const Block*>(src + r * row_bytes) + b;
             std::memcpy(out + 2 * r, &blk->d, 2);
-            for (int t = 0; t < 8; ++t) std::memcpy(out + 16 + 32 * t + 4 * r, blk->qs + 4 * t, 4);
+            for (int t = 0; t < kLegacyChunks<Block>; ++t) std::memcpy(out + 16 + 32 * t + 4 * r, blk->qs + 4 * t, 4);
         }
     }
 }
 
-void unpack_q8_0_row(const uint8_t* group, int r, int64_t n_blocks, uint8_t* out) {
+template <typename Block>
+void unpack_legacy_row(const uint8_t* group, int r, int64_t n_blocks, uint8_t* out) {
     for (int64_t b = 0; b < n_blocks; ++b) {
-        const uint8_t* in = group + b * kQ80GroupBlock;
-        auto* blk = reinterpret_cast<quant::BlockQ8_0*>(out) + b;
+        const uint8_t* in = group + b * kRepackRows * sizeof(Block);
+        auto* blk = reinterpret_cast<Block*>(out) + b;
         std::memcpy(&blk->d, in + 2 * r, 2);
-        for (int t = 0; t < 8; ++t) std::memcpy(blk->qs + 4 * t, in + 16 + 32 * t + 4 * r, 4);
+        for (int t = 0; t < kLegacyChunks<Block>; ++t) std::memcpy(blk->qs + 4 * t, in + 16 + 32 * t + 4 * r, 4);
     }
 }
 
@@ -274,8 +261,8 @@ void repack_matrix(WeightLayout layout, const uint8_t* src, int64_t ne0, int64_t
         const uint8_t* in = src + r0 * row_bytes;
         uint8_t* out = dst + r0 * row_bytes;
         switch (layout) {
-            case WeightLayout::Q4_0x8: repack_q4_0_group(in, row_bytes, n_blocks, out); break;
-            case WeightLayout::Q8_0x8: repack_q8_0_group(in, row_bytes, n_blocks, out); break;
+            case WeightLayout::Q4_0x8: repack_legacy_group<quant::BlockQ4_0>(in, row_bytes, n_blocks, out); break;
+            case WeightLayout::Q8_0x8: repack_legacy_group<quant::BlockQ8_0>(in, row_bytes, n_blocks, out); break;
             case WeightLayout::Q4_Kx8: repack_q4_k_group(in, row_bytes, n_blocks, out); break;
             case WeightLayout::Q6_Kx8: repack_q6_k_group(in, row_bytes, n_blocks, out); break;
             case WeightLayout::Plain: break;  // type_of refused it
@@ -295,8 +282,8 @@ void unpack_row(WeightLayout layout, const uint8_t* data, int64_t ne0, int64_t n
     const uint8_t* group = data + (row / kRepackRows) * kRepackRows * row_bytes;
     const int r = static_cast<int>(row % kRepackRows);
     switch (layout) {
-        case WeightLayout::Q4_0x8: unpack_q4_0_row(group, r, n_blocks, out); break;
-        case WeightLayout::Q8_0x8: unpack_q8_0_row(group, r, n_blocks, out); break;
+        case WeightLayout::Q4_0x8: unpack_legacy_row<quant::BlockQ4_0>(group, r, n_blocks, out); break;
+        case WeightLayout::Q8_0x8: unpack_legacy_row<quant::BlockQ8_0>(group, r, n_blocks, out); break;
         case WeightLayout::Q4_Kx8: unpack_q4_k_row(group, r, n_blocks, out); break;
         case WeightLayout::Q6_Kx8: unpack_q6_k_row(group, r, n_blocks, out); break;
         case WeightLayout::Plain: break;  // type_of refused it
