@@ -111,30 +111,33 @@ float vec_dot_q4_k_avx512(int64_t n, const void* w, const void* a) {
 float vec_dot_q6_k_avx512(int64_t n, const void* w, const void* a) {
     const auto* x = static_cast<const quant::BlockQ6_K*>(w);
     const auto* y = static_cast<const quant::BlockQ8_K*>(a);
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    const __m256i two = _mm256_set1_epi8(0x03);
+    const __m256i k32 = _mm256_set1_epi8(32);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / kQKK; ++i) {
         const int8_t* sc = x[i].scales;
-        int offset = 0;  // levels are stored as value + 32: subtract 32 * scale * group sum
-        for (int g = 0; g < 16; ++g) offset += sc[g] * y[i].bsums[g];
         __m512i isum = _mm512_setzero_si512();
         for (int half = 0; half < 2; ++half) {
             const __m256i l0 = load256(x[i].ql + 64 * half);
             const __m256i l1 = load256(x[i].ql + 64 * half + 32);
             const __m256i qh = load256(x[i].qh + 32 * half);
-            const __m256i nib = _mm256_set1_epi8(0x0F);
-            const __m256i two = _mm256_set1_epi8(0x03);
             auto high = [&](int shift) {  // bits shift..shift+1 of qh, moved to bits 4-5
                 return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift)), two), 4);
             };
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, nib), high(0));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, nib), high(2));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib), high(4));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib), high(6));
+            // Signed values (level - 32), as the AVX2 kernel takes them: every int32 lane then
+            // holds its own elements' sum, at most 4 x (2 x 2) x 32 x 127 x 127 = 8258048 < 2^24,
+            // so its conversion to float is exact. (Adding the whole -32 offset to one lane made
+            // that lane ~1e8 for large same-signed activations and rounded it by several units.)
+            const __m256i q0 = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, nib), high(0)), k32);
+            const __m256i q1 = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, nib), high(2)), k32);
+            const __m256i q2 = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib), high(4)), k32);
+            const __m256i q3 = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib), high(6)), k32);
             const int8_t* q8 = y[i].qs + 128 * half;
             for (int pair = 0; pair < 2; ++pair) {
                 // 64 elements = 4 groups of 16; dot lanes 4k..4k+3 belong to group g + k.
-                const __m512i u = pair == 0 ? join(q0, q1) : join(q2, q3);
-                const __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(q8 + 64 * pair));
+                const __m512i v = pair == 0 ? join(q0, q1) : join(q2, q3);
+                const __m512i dots = dot_i8_i8(v, _mm512_loadu_si512(q8 + 64 * pair));
                 const int g = 8 * half + 4 * pair;
                 const __m512i scales = _mm512_cvtepi8_epi32(_mm_setr_epi8(
                     sc[g], sc[g], sc[g], sc[g], sc[g + 1], sc[g + 1], sc[g + 1], sc[g + 1], sc[g + 2], sc[g + 2], sc[g + 2],
@@ -142,8 +145,6 @@ float vec_dot_q6_k_avx512(int64_t n, const void* w, const void* a) {
                 isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dots, scales));
             }
         }
-        const __m512i correction = _mm512_mask_set1_epi32(_mm512_setzero_si512(), 1, -32 * offset);
-        isum = _mm512_add_epi32(isum, correction);
         acc = _mm512_fmadd_ps(_mm512_set1_ps(fp16(x[i].d) * y[i].d), _mm512_cvtepi32_ps(isum), acc);
     }
     return _mm512_reduce_add_ps(acc);

@@ -8,7 +8,7 @@
 //   k of 1, 2 and many blocks; quantized Gaussians and random block bytes.
 // - Q8_0x8 and Q6_Kx8 outputs equal the plain layout's AVX2 vec_dot bit for bit (their
 //   documented order), so the repack changes no result for those types.
-// - The AVX2 Q6_K kernels (vec_dot, gemm tile, x8) are exact where the +32 level offset meets
+// - The Q6_K kernels (AVX2 vec_dot, gemm tile, x8; AVX-512 vec_dot where it runs) are exact where the +32 level offset meets
 //   large same-signed activations (the +32 offset once sat in one int32 lane, rounded on
 //   conversion to float).
 // - Batch invariance: a kernel output is bit-identical for every tile width, and
@@ -150,7 +150,7 @@ TEST_CASE("x8 kernels match the scalar reference and are bit-identical for every
                 const size_t ws = q::row_bytes(type, k), as = q::row_bytes(t->vec_dot_type, k);
                 const size_t ys = static_cast<size_t>(rows) + 5;
                 std::vector<float> y(ys * cols, NAN);
-                kernel(k, packed.data(), groups, a.data(), as, sums.data(), k / q::kQK, cols, y.data(), ys);
+                kernel(k, packed.data(), groups, groups, a.data(), as, sums.data(), k / q::kQK, cols, y.data(), ys);
                 // Q8_0x8 and Q6_Kx8 promise the plain AVX2 vec_dot's bits (repack.h).
                 const bool plain_order = type == TypeId::Q8_0 || type == TypeId::Q6_K;
                 const q::VecDotFn plain = cpu::vec_dot_for(type, cpu::CpuIsa::Avx2);
@@ -158,7 +158,7 @@ TEST_CASE("x8 kernels match the scalar reference and are bit-identical for every
                 for (int64_t c = 0; c < cols; ++c) {
                     // The same column alone (decode's 1-column tile).
                     std::vector<float> alone(rows, NAN);
-                    kernel(k, packed.data(), groups, a.data() + c * as, as, sums.data() + c * (k / q::kQK), k / q::kQK, 1,
+                    kernel(k, packed.data(), groups, groups, a.data() + c * as, as, sums.data() + c * (k / q::kQK), k / q::kQK, 1,
                            alone.data(), rows);
                     for (int64_t r = 0; r < rows; ++r) {
                         const float got = y[c * ys + r];
@@ -220,7 +220,7 @@ TEST_CASE("CPU matmul of a repacked matrix: each token of a batch equals the tok
     }
 }
 
-TEST_CASE("AVX2 Q6_K kernels stay exact when the level offset cancels large activations", "[repack][cpu]") {
+TEST_CASE("AVX2 and AVX-512 Q6_K kernels stay exact when the level offset cancels large activations", "[repack][cpu]") {
     if (!runs_avx2()) {
         WARN("this CPU cannot run the AVX2 kernels: skipped");
         return;
@@ -230,6 +230,8 @@ TEST_CASE("AVX2 Q6_K kernels stay exact when the level offset cancels large acti
     // before the offset is ~1e8, past float's 2^24 integers. Session 4's kernels added the whole
     // -32 * offset to one int32 lane and converted it to float, losing up to 4 units per row
     // (1.6e-6 to 3.3e-5 relative here); exact lanes give every row within 1e-6 (5e-8 measured).
+    // The AVX-512 vec_dot had the same one-lane offset until session 6; it is checked where the
+    // CPU runs it.
     constexpr int64_t k = q::kQKK, rows = 8;
     std::vector<q::BlockQ6_K> w(rows);
     std::vector<int64_t> values(rows * k);
@@ -261,7 +263,7 @@ TEST_CASE("AVX2 Q6_K kernels stay exact when the level offset cancels large acti
     std::vector<uint8_t> packed(w.size() * sizeof(q::BlockQ6_K));
     cpu::repack_matrix(cpu::WeightLayout::Q6_Kx8, wbytes, k, rows, packed.data());
     float x8[rows], tile[rows];
-    cpu::repacked_gemm(cpu::WeightLayout::Q6_Kx8)(k, packed.data(), 1, abytes, sizeof(act), nullptr, 0, 1, x8, rows);
+    cpu::repacked_gemm(cpu::WeightLayout::Q6_Kx8)(k, packed.data(), 1, 1, abytes, sizeof(act), nullptr, 0, 1, x8, rows);
     cpu::gemm_for(TypeId::Q6_K, cpu::CpuIsa::Avx2)(k, wbytes, sizeof(q::BlockQ6_K), rows, abytes, sizeof(act), 1, tile, rows);
     for (int64_t r = 0; r < rows; ++r) {
         int64_t dot = 0;
@@ -272,5 +274,10 @@ TEST_CASE("AVX2 Q6_K kernels stay exact when the level offset cancels large acti
         CHECK(std::fabs(single - exact) <= 1e-6 * std::fabs(exact));
         CHECK(std::fabs(tile[r] - exact) <= 1e-6 * std::fabs(exact));
         CHECK(std::fabs(x8[r] - exact) <= 1e-6 * std::fabs(exact));
+        if (cpu::cpu_features().has_avx512_kernels()) {
+            const float wide = cpu::vec_dot_for(TypeId::Q6_K, cpu::CpuIsa::Avx512)(k, &w[r], &act);
+            CHECK(std::fabs(wide - exact) <= 1e-6 * std::fabs(exact));
+        }
     }
+    if (!cpu::cpu_features().has_avx512_kernels()) WARN("this CPU cannot run the AVX-512 kernels: their Q6_K check skipped");
 }
