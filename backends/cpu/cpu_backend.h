@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -75,8 +76,15 @@ class CpuBackend final : public Backend {
     // Runs fn(i, thread) for every i in [0, n), grouping consecutive items into tasks of at
     // least kMinWorkPerTask (cost counts elements touched or multiply-adds), in parallel when
     // there is more than one task.
+    // Interleaved: tasks go to whichever thread is free (ThreadPool::run); Contiguous: each
+    // thread first runs its own contiguous share (ThreadPool::run_contiguous).
+    enum class Distribution { Interleaved, Contiguous };
     template <class Fn>
-    void for_each(int64_t n, int64_t cost_per_item, Fn&& fn);
+    void for_each(int64_t n, int64_t cost_per_item, Distribution distribution, Fn&& fn);
+    template <class Fn>
+    void for_each(int64_t n, int64_t cost_per_item, Fn&& fn) {
+        for_each(n, cost_per_item, Distribution::Interleaved, std::forward<Fn>(fn));
+    }
     template <class Fn>
     void for_rows(int64_t n_rows, int64_t elements_per_row, Fn&& fn) {
         for_each(n_rows, elements_per_row, [&](int64_t r, int) { fn(r); });
@@ -91,15 +99,19 @@ class CpuBackend final : public Backend {
 };
 
 template <class Fn>
-void CpuBackend::for_each(int64_t n, int64_t cost_per_item, Fn&& fn) {
+void CpuBackend::for_each(int64_t n, int64_t cost_per_item, Distribution distribution, Fn&& fn) {
     // Below this much work a task costs more to hand out than it saves.
     constexpr int64_t kMinWorkPerTask = 32768;
     const int64_t per_task = std::max<int64_t>(1, kMinWorkPerTask / std::max<int64_t>(1, cost_per_item));
     const int64_t n_tasks = (n + per_task - 1) / per_task;
-    pool_.run(n_tasks, [&](int64_t task, int thread) {
+    const auto task_fn = [&](int64_t task, int thread) {
         const int64_t end = std::min(n, (task + 1) * per_task);
         for (int64_t i = task * per_task; i < end; ++i) fn(i, thread);
-    });
+    };
+    if (distribution == Distribution::Contiguous)
+        pool_.run_contiguous(n_tasks, task_fn);
+    else
+        pool_.run(n_tasks, task_fn);
 }
 
 }  // namespace deskside::backends::cpu

@@ -298,8 +298,8 @@ struct Q6KTile {
 
 // Columns in tiles of Tile::kCols (activation rows stay in L1 while the groups pass), groups inner.
 template <class Tile, int kBlock, size_t kGroupBlock>
-void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t as, const int16_t* sums,
-                size_t ss, int64_t n_cols, float* y, size_t ys) {
+void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a, size_t as,
+                const int16_t* sums, size_t ss, int64_t n_cols, float* y, size_t ys) {
     const int64_t nb = k / kBlock;
     const size_t group_bytes = static_cast<size_t>(nb) * kGroupBlock;
     constexpr int kCols = Tile::kCols;
@@ -311,7 +311,7 @@ void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a,
         for (int64_t gi = 0; gi < n_groups; ++gi) {
             const uint8_t* g = w + gi * group_bytes;
             // Only the first column tile brings weights in; later ones find them cached.
-            const uint8_t* next = c0 == 0 && gi + 1 < n_groups ? g + group_bytes : nullptr;
+            const uint8_t* next = c0 == 0 && gi + 1 < prefetch_groups ? g + group_bytes : nullptr;
             float* yg = y + c0 * ys + gi * kRepackRows;
             if (nc == 1) {
                 Tile::template run<1>(nb, g, next, ac, as, sc, ss, yg, ys);
@@ -330,24 +330,24 @@ void run_groups(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a,
 
 }  // namespace
 
-void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
-    run_groups<Q40Tile, quant::kQK, kQ40GroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q40Tile, quant::kQK, kQ40GroupBlock>(k, w, n_groups, prefetch_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
-void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
-    run_groups<Q80Tile, quant::kQK, kQ80GroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q80Tile, quant::kQK, kQ80GroupBlock>(k, w, n_groups, prefetch_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
-void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
-    run_groups<Q4KTile, quant::kQKK, kQ4KGroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q4KTile, quant::kQKK, kQ4KGroupBlock>(k, w, n_groups, prefetch_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
-void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
-    run_groups<Q6KTile, quant::kQKK, kQ6KGroupBlock>(k, w, n_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
+void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride) {
+    run_groups<Q6KTile, quant::kQKK, kQ6KGroupBlock>(k, w, n_groups, prefetch_groups, a, a_stride, a_sums, sums_stride, n_cols, y, y_stride);
 }
 
 }  // namespace deskside::backends::cpu

@@ -146,16 +146,22 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     const int64_t row_blocks = (n_out + kMatmulRowsPerTask - 1) / kMatmulRowsPerTask;
     const int64_t col_blocks = (m + kMatmulColsPerTask - 1) / kMatmulColsPerTask;
     const int64_t cols_per_block = std::min(m, kMatmulColsPerTask);
-    for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, [&](int64_t task, int) {
+    // One column block (decode, small batches): each thread streams its own contiguous rows.
+    const Distribution distribution = col_blocks == 1 ? Distribution::Contiguous : Distribution::Interleaved;
+    for_each(row_blocks * col_blocks, kMatmulRowsPerTask * cols_per_block * k, distribution, [&](int64_t task, int) {
         const int64_t r0 = (task % row_blocks) * kMatmulRowsPerTask;
         const int64_t c0 = (task / row_blocks) * kMatmulColsPerTask;
         const int64_t r1 = std::min(n_out, r0 + kMatmulRowsPerTask);
         const int64_t nc = std::min(m - c0, kMatmulColsPerTask);
         const int64_t split = std::clamp(n_il, r0, r1);  // rows [r0, split) are interleaved
-        if (split > r0)
-            x8_kernel(k, weights + r0 * w_stride, (split - r0) / kRepackRows, act + c0 * act_stride, act_stride,
+        if (split > r0) {
+            // A thread streaming its share prefetches on into its next task's rows.
+            const int64_t groups = (split - r0) / kRepackRows;
+            const int64_t prefetch = distribution == Distribution::Contiguous ? (n_il - r0) / kRepackRows : groups;
+            x8_kernel(k, weights + r0 * w_stride, groups, prefetch, act + c0 * act_stride, act_stride,
                       sums ? sums + c0 * nb : nullptr, static_cast<size_t>(nb), nc, out + c0 * out_stride + r0,
                       out_stride);
+        }
         if (split == r1) return;
         if (gemm) {
             gemm(k, weights + split * w_stride, w_stride, r1 - split, act + c0 * act_stride, act_stride, nc,

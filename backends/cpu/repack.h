@@ -96,8 +96,11 @@ void unpack_row(WeightLayout layout, const uint8_t* data, int64_t ne0, int64_t n
 // Q4_0x8, the integer sum of each Q8_0 activation block, sums_stride apart per row (the others
 // ignore it; the K-quant kernels read Q8_K's bsums). Each output is summed in its layout's order
 // above, fed by exact integer sums, whatever n_cols is: an output computed with n_cols = 1
-// (decode) equals the same output inside a batch bit for bit.
-using RepackedGemmFn = void (*)(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
+// (decode) equals the same output inside a batch bit for bit. prefetch_groups (>= n_groups): the
+// groups readable from w on; while computing group g the kernel prefetches group g + 1 if it is
+// below that, so a caller whose next call continues with the following rows (a thread streaming
+// its share of a decode matvec) keeps the stream going across calls.
+using RepackedGemmFn = void (*)(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a, size_t a_stride,
                                 const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
 
 // The kernel for `layout` (AVX2; callers check the CPU supports it), nullptr for Plain.
@@ -107,13 +110,13 @@ RepackedGemmFn repacked_gemm(WeightLayout layout);
 inline bool needs_block_sums(WeightLayout layout) { return layout == WeightLayout::Q4_0x8; }
 
 // gemm_repack_avx2.cpp
-void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
-void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
-void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
-void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* a, size_t a_stride,
-                      const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
+void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
+void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
+void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
+void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, int64_t prefetch_groups, const uint8_t* a,
+                      size_t a_stride, const int16_t* a_sums, size_t sums_stride, int64_t n_cols, float* y, size_t y_stride);
 
 }  // namespace deskside::backends::cpu

@@ -3,12 +3,14 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace deskside::backends::cpu {
 
-ThreadPool::ThreadPool(int n_threads, int spin_us) : n_threads_(n_threads < 1 ? 1 : n_threads), spin_us_(spin_us) {
+ThreadPool::ThreadPool(int n_threads, int spin_us)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), spin_us_(spin_us), shares_(static_cast<size_t>(n_threads_)) {
     for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
 }
 
@@ -38,21 +40,65 @@ bool ThreadPool::spin_until(Pred done) const {
     }
 }
 
-void ThreadPool::drain(int thread) {
-    for (int64_t task = next_.fetch_add(1); task < n_tasks_; task = next_.fetch_add(1)) (*fn_)(task, thread);
+int64_t ThreadPool::take_front(int share) {
+    std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)];
+    uint64_t v = s.load();
+    for (;;) {
+        const uint64_t front = v >> 32, back = v & 0xFFFFFFFFu;
+        if (front >= back) return -1;
+        if (s.compare_exchange_weak(v, ((front + 1) << 32) | back)) return static_cast<int64_t>(front);
+    }
 }
 
-void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+int64_t ThreadPool::take_back(int share) {
+    std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)];
+    uint64_t v = s.load();
+    for (;;) {
+        const uint64_t front = v >> 32, back = v & 0xFFFFFFFFu;
+        if (front >= back) return -1;
+        if (s.compare_exchange_weak(v, (front << 32) | (back - 1))) return static_cast<int64_t>(back - 1);
+    }
+}
+
+void ThreadPool::drain(int thread) {
+    if (!contiguous_) {
+        for (int64_t task = next_.fetch_add(1); task < n_tasks_; task = next_.fetch_add(1)) (*fn_)(task, thread);
+        return;
+    }
+    for (int64_t task = take_front(thread); task >= 0; task = take_front(thread)) (*fn_)(task, thread);
+    // Help the others from the far end of their shares, away from where their owners work.
+    for (int i = 1; i < n_threads_; ++i) {
+        const int share = (thread + i) % n_threads_;
+        for (int64_t task = take_back(share); task >= 0; task = take_back(share)) (*fn_)(task, thread);
+    }
+}
+
+void ThreadPool::run(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) { start(n_tasks, fn, false); }
+
+void ThreadPool::run_contiguous(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+    start(n_tasks, fn, true);
+}
+
+void ThreadPool::start(int64_t n_tasks, const std::function<void(int64_t, int)>& fn, bool contiguous) {
     if (n_tasks <= 0) return;
     if (workers_.empty() || n_tasks == 1) {
         for (int64_t task = 0; task < n_tasks; ++task) fn(task, 0);
         return;
     }
+    if (contiguous && n_tasks > 0xFFFFFFFF) throw std::length_error("ThreadPool::run_contiguous: more than 2^32 - 1 tasks");
     {
         std::lock_guard lock(mutex_);
         fn_ = &fn;
         n_tasks_ = n_tasks;
         next_.store(0);
+        contiguous_ = contiguous;
+        if (contiguous) {
+            for (int t = 0; t < n_threads_; ++t) {
+                const uint64_t front = static_cast<uint64_t>(n_tasks * t / n_threads_);
+                const uint64_t back = static_cast<uint64_t>(n_tasks * (t + 1) / n_threads_);
+                shares_[static_cast<size_t>(t)].store((front << 32) | back);
+            }
+        }
         busy_.store(static_cast<int>(workers_.size()));
         generation_.fetch_add(1);
     }
