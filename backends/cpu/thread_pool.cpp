@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <sys/resource.h>
+
 namespace deskside::backends::cpu {
 
 ThreadPool::ThreadPool(int n_threads, int spin_us)
@@ -23,9 +25,31 @@ ThreadPool::~ThreadPool() {
     for (std::thread& w : workers_) w.join();
 }
 
+namespace {
+
+// Times this thread was switched out while it could still run.
+long involuntary_switches() {
+    rusage usage{};
+    if (getrusage(RUSAGE_THREAD, &usage) != 0) return 0;
+    return usage.ru_nivcsw;
+}
+
+}  // namespace
+
+ThreadPool::SpinGate::SpinGate() : preemptions_(involuntary_switches()) {}
+
+bool ThreadPool::SpinGate::open() {
+    if (++waits_ % kSpinCheckWaits == 0) {
+        const long now = involuntary_switches();
+        open_ = now - preemptions_ <= kQuietPreemptions;
+        preemptions_ = now;
+    }
+    return open_;
+}
+
 template <class Pred>
-bool ThreadPool::spin_until(Pred done) const {
-    if (spin_us_ <= 0) return done();
+bool ThreadPool::spin_until(Pred done, SpinGate& gate) const {
+    if (spin_us_ <= 0 || !gate.open()) return done();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
     for (;;) {
         // Reading the clock costs ~20 ns; polling the flag a few times in between keeps the
@@ -104,7 +128,7 @@ void ThreadPool::start(int64_t n_tasks, const std::function<void(int64_t, int)>&
     }
     start_cv_.notify_all();
     drain(0);
-    if (!spin_until([this] { return busy_.load() == 0; })) {
+    if (!spin_until([this] { return busy_.load() == 0; }, caller_gate_)) {
         std::unique_lock lock(mutex_);
         done_cv_.wait(lock, [this] { return busy_.load() == 0; });
     }
@@ -113,8 +137,9 @@ void ThreadPool::start(int64_t n_tasks, const std::function<void(int64_t, int)>&
 
 void ThreadPool::worker(int thread) {
     uint64_t seen = 0;
+    SpinGate gate;
     for (;;) {
-        if (!spin_until([&] { return stop_.load() || generation_.load() != seen; })) {
+        if (!spin_until([&] { return stop_.load() || generation_.load() != seen; }, gate)) {
             std::unique_lock lock(mutex_);
             start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
         }

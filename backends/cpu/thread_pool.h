@@ -4,11 +4,15 @@
 // Tasks are handed out by an atomic counter; which thread runs a task never changes what the
 // task computes, so results do not depend on the thread count.
 //
-// Idle threads (workers waiting for a loop, the caller waiting for the last worker) may spin
-// for a bounded time before sleeping on a condition variable: a futex wake-up costs each of the
-// ~200 loops of a decoded token several microseconds on a quiet machine, but on an
-// oversubscribed one a spinning thread takes the core that the thread with work needs
-// (docs/PERFORMANCE.md has both measurements).
+// Idle threads (workers waiting for a loop, the caller waiting for the last worker) spin for a
+// bounded time before sleeping on a condition variable: a futex wake-up costs each of the ~200
+// loops of a decoded token several microseconds on a quiet machine, but on an oversubscribed
+// one a spinning thread takes the core that the thread with work needs (docs/PERFORMANCE.md has
+// both measurements). So each thread spins only while the machine looks uncrowded: every
+// kSpinCheckWaits waits it reads its count of involuntary context switches (getrusage), and a
+// thread that the scheduler preempted more than kQuietPreemptions times in that window sleeps at
+// once through the next one. (Measured on 2 cores, 64-wait windows of a decode: alone, 98 % of
+// windows see 0 or 1 preemptions; beside a second 2-thread decode, 98 % see 3 or more.)
 #pragma once
 
 #include <atomic>
@@ -41,13 +45,28 @@ class ThreadPool {
     // thread that starts late still gets its work shared.
     void run_contiguous(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
-    static constexpr int kDefaultSpinUs = 0;
+    // 100 us: on a quiet 2-core machine, tg128 +4-12 % over sleeping at once (session 6).
+    static constexpr int kDefaultSpinUs = 100;
+    static constexpr int kSpinCheckWaits = 64;
+    static constexpr long kQuietPreemptions = 1;
 
    private:
+    // Per thread: whether its waits may spin now (see the top of this file).
+    class SpinGate {
+       public:
+        SpinGate();
+        bool open();
+
+       private:
+        int waits_ = 0;
+        long preemptions_ = 0;
+        bool open_ = true;
+    };
+
     void worker(int thread);
-    // Polls `done` for up to spin_us_; true if it became true.
+    // Polls `done` for up to spin_us_ if `gate` is open; true if it became true.
     template <class Pred>
-    bool spin_until(Pred done) const;
+    bool spin_until(Pred done, SpinGate& gate) const;
     void start(int64_t n_tasks, const std::function<void(int64_t, int)>& fn, bool contiguous);
     void drain(int thread);
     // run_contiguous: the next task at the front of share t, or at its back; -1 once it is empty.
@@ -71,6 +90,7 @@ class ThreadPool {
     bool contiguous_ = false;
     // run_contiguous: share t's remaining tasks [front, back) as front << 32 | back.
     std::vector<std::atomic<uint64_t>> shares_;
+    SpinGate caller_gate_;  // the thread calling run(), waiting for the workers
 };
 
 // The number of physical cores (hyper-threads counted once), at least 1.
