@@ -231,6 +231,30 @@ TEST_CASE("DESKSIDE_VULKAN_DISABLE hides features from devices and rejects unkno
     }
 }
 
+TEST_CASE("DESKSIDE_VULKAN_EXACT turns the _exact variants off or on and rejects other values", "[vulkan]") {
+    if (!test::vulkan_or_skip()) return;
+    const auto lists_fp64 = [] {
+        for (const DeviceInfo& d : list_devices())
+            if (d.api == "vulkan") return std::find(d.features.begin(), d.features.end(), "fp64") != d.features.end();
+        return false;
+    };
+    {
+        const ScopedEnv env("DESKSIDE_VULKAN_EXACT", "0");
+        CHECK_FALSE(lists_fp64());
+    }
+    {
+        // Opt-in: listed wherever the device has shaderFloat64 (lavapipe has, and runs them by default).
+        const ScopedEnv env("DESKSIDE_VULKAN_EXACT", "1");
+        const bool on = lists_fp64();
+        const ScopedEnv unset("DESKSIDE_VULKAN_EXACT", "");
+        if (lists_fp64()) CHECK(on);
+    }
+    for (const char* bad : {"yes", "2", "on"}) {
+        const ScopedEnv env("DESKSIDE_VULKAN_EXACT", bad);
+        CHECK_THROWS_WITH(list_devices(), Catch::Contains("DESKSIDE_VULKAN_EXACT='" + std::string(bad) + "': expected 0 or 1"));
+    }
+}
+
 TEST_CASE("vulkan rope matches the CPU for every scaling", "[vulkan]") {
     auto vk = test::vulkan_or_skip();
     if (!vk) return;
