@@ -64,23 +64,15 @@ bool ThreadPool::spin_until(Pred done, SpinGate& gate) const {
     }
 }
 
-int64_t ThreadPool::take_front(int share) {
+int64_t ThreadPool::take(int share, End end) {
     std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)];
     uint64_t v = s.load();
     for (;;) {
         const uint64_t front = v >> 32, back = v & 0xFFFFFFFFu;
         if (front >= back) return -1;
-        if (s.compare_exchange_weak(v, ((front + 1) << 32) | back)) return static_cast<int64_t>(front);
-    }
-}
-
-int64_t ThreadPool::take_back(int share) {
-    std::atomic<uint64_t>& s = shares_[static_cast<size_t>(share)];
-    uint64_t v = s.load();
-    for (;;) {
-        const uint64_t front = v >> 32, back = v & 0xFFFFFFFFu;
-        if (front >= back) return -1;
-        if (s.compare_exchange_weak(v, (front << 32) | (back - 1))) return static_cast<int64_t>(back - 1);
+        const bool at_front = end == End::Front;
+        const uint64_t rest = at_front ? ((front + 1) << 32) | back : (front << 32) | (back - 1);
+        if (s.compare_exchange_weak(v, rest)) return static_cast<int64_t>(at_front ? front : back - 1);
     }
 }
 
@@ -89,11 +81,11 @@ void ThreadPool::drain(int thread) {
         for (int64_t task = next_.fetch_add(1); task < n_tasks_; task = next_.fetch_add(1)) (*fn_)(task, thread);
         return;
     }
-    for (int64_t task = take_front(thread); task >= 0; task = take_front(thread)) (*fn_)(task, thread);
+    for (int64_t task = take(thread, End::Front); task >= 0; task = take(thread, End::Front)) (*fn_)(task, thread);
     // Help the others from the far end of their shares, away from where their owners work.
     for (int i = 1; i < n_threads_; ++i) {
         const int share = (thread + i) % n_threads_;
-        for (int64_t task = take_back(share); task >= 0; task = take_back(share)) (*fn_)(task, thread);
+        for (int64_t task = take(share, End::Back); task >= 0; task = take(share, End::Back)) (*fn_)(task, thread);
     }
 }
 

@@ -69,9 +69,9 @@ class ThreadPool {
     bool spin_until(Pred done, SpinGate& gate) const;
     void start(int64_t n_tasks, const std::function<void(int64_t, int)>& fn, bool contiguous);
     void drain(int thread);
-    // run_contiguous: the next task at the front of share t, or at its back; -1 once it is empty.
-    int64_t take_front(int share);
-    int64_t take_back(int share);
+    // run_contiguous: the next task at the front or at the back of a share; -1 once it is empty.
+    enum class End { Front, Back };
+    int64_t take(int share, End end);
 
     int n_threads_;
     int spin_us_;
