@@ -105,7 +105,10 @@ struct ReferenceModel {
 //   measured() of vulkan0's numbers (session 4); the four synth-gemma3 rows were not measured
 //   that way (time) and carry the CPU's bounds.
 inline constexpr ReferenceModel kReferenceModels[] = {
-    {"stories260K", ReferenceFamily::StoriesFloat, measured(0.0313, 0.0021), measured(0.0118, 0.00186), measured(0.0322, 0.00317)},
+    // vulkan0 _exact measured 0.0118 / 0.00186 here, the CPU 0.0313 / 0.0021: most likely silu's
+    // last bits (lavapipe's exp, the one op the exact variants do not reproduce), which another
+    // host's lavapipe may round otherwise. This case runs in every test run: the larger of the two.
+    {"stories260K", ReferenceFamily::StoriesFloat, measured(0.0313, 0.0021), measured(0.0313, 0.0021), measured(0.0322, 0.00317)},
     {"stories260K-f16", ReferenceFamily::StoriesFloat, measured(0.0281, 0.0079), measured(0.0281, 0.00785), measured(0.0299, 0.0111)},
     {"stories260K-bf16", ReferenceFamily::StoriesFloat, measured(0.0769, 0.0229), measured(0.0769, 0.0228), measured(0.0825, 0.0441)},
     {"stories260K-q5_0", ReferenceFamily::StoriesQuant, kQuantAccepted, kQuantAccepted, measured(0.377, 0.185)},
