@@ -1,8 +1,9 @@
 // A fixed set of worker threads that run one parallel loop at a time for the CPU backend.
 //
 // The caller thread takes part in every loop, so a pool of n threads starts n - 1 workers.
-// Tasks are handed out by an atomic counter; which thread runs a task never changes what the
-// task computes, so results do not depend on the thread count.
+// Tasks are handed out by atomic counters (one for run, one per thread's share for
+// run_contiguous); which thread runs a task never changes what the task computes, so results do
+// not depend on the thread count.
 //
 // Idle threads (workers waiting for a loop, the caller waiting for the last worker) spin for a
 // bounded time before sleeping on a condition variable: a futex wake-up costs each of the ~200
@@ -45,7 +46,8 @@ class ThreadPool {
     // thread that starts late still gets its work shared.
     void run_contiguous(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
 
-    // 100 us: on a quiet 2-core machine, tg128 +4-12 % over sleeping at once (session 6).
+    // 100 us: on a quiet 2-core machine, tg128 +1-14 % over sleeping at once (docs/PERFORMANCE.md,
+    // session 6).
     static constexpr int kDefaultSpinUs = 100;
     static constexpr int kSpinCheckWaits = 64;
     static constexpr long kQuietPreemptions = 1;

@@ -8,9 +8,9 @@
 //   k of 1, 2 and many blocks; quantized Gaussians and random block bytes.
 // - Q8_0x8 and Q6_Kx8 outputs equal the plain layout's AVX2 vec_dot bit for bit (their
 //   documented order), so the repack changes no result for those types.
-// - The Q6_K kernels (AVX2 vec_dot, gemm tile, x8; AVX-512 vec_dot where it runs) are exact where the +32 level offset meets
-//   large same-signed activations (the +32 offset once sat in one int32 lane, rounded on
-//   conversion to float).
+// - The Q6_K kernels (AVX2 vec_dot, gemm tile, x8; AVX-512 vec_dot where it runs) are exact
+//   where the +32 level offset meets large same-signed activations (the +32 offset once sat in
+//   one int32 lane, rounded on conversion to float).
 // - Batch invariance: a kernel output is bit-identical for every tile width, and
 //   CpuBackend::matmul of a repacked matrix gives each token of a batch the bits of that token
 //   computed alone (odd row counts, so the plain tail rows are covered too).
