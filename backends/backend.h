@@ -2,9 +2,20 @@
 //
 // A backend owns device memory (Buffer) and runs a fixed set of ops on 2-D views of it (Tensor).
 // The engine calls these ops directly, one after another, with no graph in between; a device
-// that queues work asynchronously makes results visible by synchronize() and download().
-// A new backend implements this header and passes the shared op conformance tests
-// (tests/backends/), which compare every op with a scalar reference within a stated tolerance.
+// that queues work asynchronously makes results visible to the host by download() (which waits
+// for the work queued before it) and to another device by copy_to().
+//
+// Everything an op reads lives on the device, the per-step index arguments too: token ids,
+// positions, KV-cache rows and attention block tables are I32 tensors the engine uploads once per
+// step (Backend::upload) and passes to get_rows, rope, set_rows and attention. No op takes a host
+// span, so the ops of one step depend on nothing but device memory and can be recorded once and
+// replayed (a CUDA graph) between begin_step() and end_step(). Ops cannot check index values
+// that live on a device: the engine validates them before uploading (engine/forward.cpp).
+//
+// A new backend implements this header, adds one row to the device registry
+// (backends/devices.cpp) and passes the shared op conformance suite
+// (tests/backends/test_backend_ops.cpp), which compares every op with the CPU backend within a
+// tolerance stated per op.
 //
 // Conventions (ggml's): a Tensor has ne1 rows of ne0 elements; shape[0] = ne0 is the contiguous
 // dimension. Activations are F32. Weights may be any type quant::quant_traits() knows. Ops that
@@ -22,12 +33,24 @@
 
 namespace deskside::backends {
 
+class Backend;
+
 // A block of device memory. Created by Backend::alloc or Backend::map_weights; freed by
-// destruction. Only the backend that created it may use it.
+// destruction. Only the backend that created it (owner()) may use it in ops; a backend checks
+// that before reading its own type out of a Buffer (owned_by), so a buffer of another device is
+// an error naming both, never a bad cast.
 class Buffer {
    public:
+    explicit Buffer(const Backend& owner) : owner_(&owner) {}
     virtual ~Buffer() = default;
     virtual size_t size() const = 0;
+    const Backend& owner() const { return *owner_; }
+    // The bytes in the host's address space when the host can read and write them directly (the
+    // CPU backend's memory), else nullptr. copy_to uses it to skip a staging copy.
+    virtual uint8_t* host_data() const { return nullptr; }
+
+   private:
+    const Backend* owner_;
 };
 
 // A 2-D view into a buffer: ne1 rows of ne0 elements of `type`, row r starting at
@@ -85,8 +108,12 @@ struct RopeParams {
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
     // Per-frequency divisors (n_rot / 2 values) stored in the model file (rope_freqs.weight, as
-    // Llama 3.1 GGUFs carry); when present they replace the llama3 computation.
+    // Llama 3.1 GGUFs carry); when present they replace the llama3 computation. Host memory that
+    // outlives the backend's use of these parameters (the model's weights).
     std::span<const float> freq_factors;
+    // Positions passed to rope() are in [0, n_ctx): a backend may tabulate the rotation of every
+    // position once (the angles are a function of the position and these parameters alone).
+    int64_t n_ctx = 0;
 };
 
 // K and V cache of one layer, paged: cache row c = block * block_size + (pos % block_size).
@@ -96,12 +123,13 @@ struct KvCacheView {
     int64_t block_size = 0;
 };
 
-// One query row of an attention call: its position and the block table of its sequence.
-// It attends to positions max(0, pos - window + 1) ..= pos, which must already be in the cache.
-struct AttentionQuery {
-    int32_t pos = 0;
-    std::span<const int32_t> blocks;
-};
+// The per-step arguments of attention: one I32 tensor of ne0 words (ne1 = 1). Query i (row i of
+// q) is described by words 3i, 3i + 1, 3i + 2 = {pos, t, n_blocks}: it attends to positions
+// max(0, pos - window + 1) ..= pos, which must already be in the cache, through the block table
+// in words t .. t + n_blocks - 1 of the same tensor (t counts from the tensor's first word; the
+// queries of one sequence share one table). n_blocks * block_size > pos.
+// attention_args_words gives the size; engine/step_args.h builds it.
+constexpr int64_t kAttentionQueryWords = 3;
 
 struct AttentionParams {
     int64_t n_head = 0;
@@ -112,10 +140,25 @@ struct AttentionParams {
     int64_t window = 0;     // sliding window in positions; 0 = unlimited
 };
 
+// The ops of the interface, for supports().
+enum class Op { GetRows, Matmul, RmsNorm, Rope, Attention, Silu, Gelu, Add, Mul, Scale, Copy, SetRows, CopyTo };
+const char* op_name(Op op);
+
 class Backend {
    public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    // Host threads the backend computes with (the CPU's pool); 0 for a device that computes
+    // elsewhere.
+    virtual int n_threads() const { return 0; }
+
+    // ---- capabilities ---------------------------------------------------------------------------
+    // Whether `op` runs here with `type` as its typed operand: the table of get_rows, the weights
+    // of matmul, the destination of copy and set_rows, the K/V cache type of attention (asked
+    // for K and for V), F32 for the others. Placement asks before loading anything, so a model
+    // this device cannot run is refused (or placed elsewhere) up front, never halfway through
+    // loading (as ggml's supports_op).
+    virtual bool supports(Op op, quant::TypeId type) const = 0;
 
     // ---- memory -------------------------------------------------------------------------------
     virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
@@ -130,26 +173,37 @@ class Backend {
     virtual std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) {
         return map_weights(host, quant::row_bytes(type, ne0) * static_cast<size_t>(ne1));
     }
+    // Host -> device. The source may be reused as soon as upload returns.
     virtual void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) = 0;
+    // Device -> host, after every op issued so far has finished.
     virtual void download(const Buffer& src, size_t offset, void* dst, size_t bytes) = 0;
-    // Waits until every op issued so far has finished.
-    virtual void synchronize() = 0;
+    // This device's bytes to a buffer of `to` (another device, or this one), after every op
+    // issued here so far; ops issued on `to` afterwards see them. The default goes through host
+    // memory: straight into or out of a buffer the host can address (Buffer::host_data), through
+    // a staging copy otherwise. A backend overrides it where the two devices copy directly.
+    virtual void copy_to(const Buffer& src, size_t src_offset, Backend& to, Buffer& dst, size_t dst_offset, size_t bytes);
+
+    // Called by the engine around the ops of one step (a forward pass over one batch). A backend
+    // that captures or batches work may start and end a capture here; the defaults do nothing.
+    // Between the two calls the engine issues only ops (no upload, download or copy_to).
+    virtual void begin_step() {}
+    virtual void end_step() {}
 
     // ---- ops (x, a, b, y: F32 unless stated) ----------------------------------------------------
-    // dst[:, i] = table row ids[i], converted to F32. table: [ne0, n_rows] any type; dst: [ne0, ids.size()].
-    virtual void get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) = 0;
+    // dst[:, i] = table row ids[i], converted to F32. table: [ne0, n_rows] any type; ids: I32
+    // [n, 1] with every id in [0, n_rows); dst: [ne0, n].
+    virtual void get_rows(const Tensor& table, const Tensor& ids, const Tensor& dst) = 0;
     // y = W x: W [k, n_out] any weight type, x [k, m], y [n_out, m]. Activations are quantized
     // to the weight type's vec_dot_type, as llama.cpp does, so quantized results match it.
     virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& y) = 0;
     // y = x / sqrt(mean(x^2) + eps) * weight, per row. weight: [ne0, 1] or empty (no scaling).
     virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;
-    // In place on x [n_head * head_dim, n_tokens]; positions has n_tokens entries.
-    virtual void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& p) = 0;
-    // Causal attention of q [n_head * head_dim, n] over the cache; out [n_head * head_dim_v, n].
-    virtual void attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
-                           const AttentionParams& p, const Tensor& out) = 0;
-    // Softmax of each row, in place.
-    virtual void softmax(const Tensor& x) = 0;
+    // In place on x [n_head * head_dim, n_tokens]; positions: I32 [n_tokens, 1], each in [0, p.n_ctx).
+    virtual void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
+    // Causal attention of q [n_head * head_dim, n] over the cache; out [n_head * head_dim_v, n];
+    // queries: the per-step arguments described at kAttentionQueryWords.
+    virtual void attention(const Tensor& q, const KvCacheView& kv, const Tensor& queries, const AttentionParams& p,
+                           const Tensor& out) = 0;
     virtual void silu(const Tensor& x, const Tensor& y) = 0;
     // GELU, tanh approximation. ref: Hendrycks & Gimpel, arXiv:1606.08415, eq. for GELU(x) ~.
     virtual void gelu(const Tensor& x, const Tensor& y) = 0;
@@ -159,8 +213,24 @@ class Backend {
     virtual void scale(const Tensor& x, float s, const Tensor& y) = 0;
     // dst = src with type conversion (F32 <-> any type with a quantizer); same shape.
     virtual void copy(const Tensor& src, const Tensor& dst) = 0;
-    // dst row rows[i] = src row i, converted to dst's type (writes into the KV cache).
-    virtual void set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) = 0;
+    // dst row rows[i] = src row i, converted to dst's type (writes into the KV cache). rows: I32
+    // [src.ne1, 1], each in [0, dst.ne1).
+    virtual void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) = 0;
 };
+
+[[noreturn]] void throw_foreign_buffer(const Backend& backend, const Buffer& buffer, const char* op);
+
+// Checks that `buffer` belongs to `backend` and returns it as the backend's own buffer type;
+// throws std::invalid_argument naming the op and both devices otherwise.
+template <class Own>
+const Own& owned_by(const Backend& backend, const Buffer& buffer, const char* op) {
+    if (&buffer.owner() != &backend) throw_foreign_buffer(backend, buffer, op);
+    return static_cast<const Own&>(buffer);
+}
+template <class Own>
+Own& owned_by(const Backend& backend, Buffer& buffer, const char* op) {
+    if (&buffer.owner() != &backend) throw_foreign_buffer(backend, buffer, op);
+    return static_cast<Own&>(buffer);
+}
 
 }  // namespace deskside::backends

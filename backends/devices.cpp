@@ -1,13 +1,12 @@
 #include "backends/devices.h"
 
-#include <dlfcn.h>
-
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_features.h"
+#include "backends/cuda/cuda_registry.h"
 #include "backends/vulkan/vk_registry.h"
 
 namespace deskside::backends {
@@ -53,62 +52,64 @@ DeviceInfo cpu_device() {
     return d;
 }
 
-// CUDA devices through the driver API, loaded at run time so that the build needs no CUDA
-// toolkit. They are listed for information: this build has no CUDA backend.
-// ref: CUDA Driver API (cuInit, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem_v2).
-std::vector<DeviceInfo> cuda_devices() {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return {};
-    using InitFn = int (*)(unsigned);
-    using CountFn = int (*)(int*);
-    using GetFn = int (*)(int*, int);
-    using NameFn = int (*)(char*, int, int);
-    using MemFn = int (*)(size_t*, int);
-    const auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
-    const auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
-    const auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
-    const auto get_name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
-    const auto total_mem = reinterpret_cast<MemFn>(dlsym(lib, "cuDeviceTotalMem_v2"));
-    std::vector<DeviceInfo> out;
-    int n = 0;
-    if (init && count && get && get_name && total_mem && init(0) == 0 && count(&n) == 0) {
-        for (int i = 0; i < n; ++i) {
-            int dev = 0;
-            char name[256] = {};
-            size_t bytes = 0;
-            if (get(&dev, i) != 0 || get_name(name, sizeof(name) - 1, dev) != 0) continue;
-            total_mem(&bytes, dev);
-            DeviceInfo d;
-            d.name = "cuda" + std::to_string(i);
-            d.api = "cuda";
-            d.type = "discrete-gpu";
-            d.description = name;
-            d.total_memory = bytes;
-            d.usable = false;
-            d.note = "no CUDA backend in this build";
-            out.push_back(std::move(d));
-        }
-    }
-    // The driver stays loaded: unloading libcuda after cuInit is not supported.
-    return out;
+std::vector<DeviceInfo> list_cpu(std::string*) { return {cpu_device()}; }
+
+std::unique_ptr<Backend> open_cpu(const std::string& name, int n_threads) {
+    if (name != "cpu") return nullptr;
+    return std::make_unique<cpu::CpuBackend>(n_threads);
 }
+
+std::unique_ptr<Backend> open_vulkan(const std::string& name, int) { return vulkan::open_vulkan_device(name); }
+std::unique_ptr<Backend> open_cuda(const std::string& name, int) { return cuda::open_cuda_device(name); }
+int no_split() { return 1; }
+
+// One row per device API. A new backend adds its row here (DESIGN.md key decision 2).
+struct DeviceApiRow {
+    const char* api;
+    std::vector<DeviceInfo> (*list)(std::string* why_absent);
+    std::unique_ptr<Backend> (*open)(const std::string& name, int n_threads);  // nullptr: not this API's name
+    int (*split)();
+};
+
+constexpr DeviceApiRow kDeviceApis[] = {
+    {"cpu", &list_cpu, &open_cpu, &no_split},
+    {"vulkan", &vulkan::list_vulkan_devices, &open_vulkan, &vulkan::vulkan_split},
+    {"cuda", &cuda::list_cuda_devices, &open_cuda, &cuda::cuda_split},
+};
 
 }  // namespace
 
-std::vector<DeviceInfo> list_devices() {
-    std::vector<DeviceInfo> out{cpu_device()};
-    for (DeviceInfo& d : vulkan::list_vulkan_devices()) out.push_back(std::move(d));
-    for (DeviceInfo& d : cuda_devices()) out.push_back(std::move(d));
+std::vector<DeviceInfo> list_devices(std::vector<AbsentApi>* absent) {
+    std::vector<DeviceInfo> out;
+    for (const DeviceApiRow& row : kDeviceApis) {
+        std::string why;
+        std::vector<DeviceInfo> found = row.list(&why);
+        if (found.empty() && absent) absent->push_back({row.api, why});
+        for (DeviceInfo& d : found) out.push_back(std::move(d));
+    }
+    return out;
+}
+
+int device_split(const std::string& api) {
+    for (const DeviceApiRow& row : kDeviceApis)
+        if (api == row.api) return row.split();
+    throw std::invalid_argument("unknown device API '" + api + "'");
+}
+
+std::vector<std::string> device_apis() {
+    std::vector<std::string> out;
+    for (const DeviceApiRow& row : kDeviceApis) out.push_back(row.api);
     return out;
 }
 
 std::unique_ptr<Backend> open_device(const std::string& name, int n_threads) {
-    if (name == "cpu") return std::make_unique<cpu::CpuBackend>(n_threads);
-    if (std::unique_ptr<Backend> vk = vulkan::open_vulkan_device(name)) return vk;
-    for (const DeviceInfo& d : list_devices())
+    for (const DeviceApiRow& row : kDeviceApis)
+        if (std::unique_ptr<Backend> b = row.open(name, n_threads)) return b;
+    const std::vector<DeviceInfo> devices = list_devices();
+    for (const DeviceInfo& d : devices)
         if (d.name == name && !d.usable) throw std::invalid_argument("device '" + name + "' cannot be used: " + d.note);
     std::string names;
-    for (const DeviceInfo& d : list_devices()) {
+    for (const DeviceInfo& d : devices) {
         if (!d.usable) continue;
         names += (names.empty() ? "" : ", ") + d.name;
     }

@@ -2,33 +2,37 @@
 // (`--devices vulkan0,cpu`, `deskside devices`).
 //
 // Names: "cpu" (the host), "vulkanN" (N-th Vulkan physical device, or N-th logical device when
-// DESKSIDE_VULKAN_SPLIT exposes one physical device as several), "cudaN" (listed when a CUDA
-// driver is present; no CUDA backend is built yet, so open_device refuses it with that reason).
+// DESKSIDE_VULKAN_SPLIT exposes one physical device as several), "cudaN" (likewise, with
+// DESKSIDE_CUDA_SPLIT). Each device API is one row of a table in devices.cpp ({api, list, open,
+// split}); an API whose library or driver is absent lists no devices and says why.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_info.h"
 
 namespace deskside::backends {
 
-struct DeviceInfo {
-    std::string name;         // "cpu", "vulkan0", "cuda0"
-    std::string api;          // "cpu", "vulkan", "cuda"
-    std::string description;  // e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", "AMD EPYC 7B13"
-    std::string type;         // "cpu", "discrete-gpu", "integrated-gpu", "virtual-gpu", "software"
-    uint64_t total_memory = 0;  // bytes the device can hold (device-local heap; host RAM for cpu)
-    uint64_t free_memory = 0;   // bytes free now (VK_EXT_memory_budget when present; MemAvailable)
-    bool usable = true;         // false: listed for information, open_device refuses it
-    std::string note;           // why it is unusable, or notable limits
-    std::vector<std::string> features;  // e.g. "fp16", "int8-dot", "subgroup=32", "avx2"
+// An API that lists no device, and why ("no Vulkan device found: ...", "deskside was built
+// without CUDA", "CUDA: no driver: ...").
+struct AbsentApi {
+    std::string api;
+    std::string why;
 };
 
-// Every device, the CPU first. Never throws for a missing driver: such APIs are just absent.
-std::vector<DeviceInfo> list_devices();
+// Every device, the CPU first, then each API's devices in table order. Never throws for a missing
+// driver: such APIs are just absent, and reported in `absent` when it is given.
+std::vector<DeviceInfo> list_devices(std::vector<AbsentApi>* absent = nullptr);
+
+// Logical devices per physical device for `api` (DESKSIDE_VULKAN_SPLIT, DESKSIDE_CUDA_SPLIT; 1
+// for cpu). Throws std::invalid_argument when the variable is malformed.
+int device_split(const std::string& api);
+
+// The APIs in the registry table, in order ("cpu", "vulkan", "cuda").
+std::vector<std::string> device_apis();
 
 // Opens a device by name. n_threads applies to "cpu". Throws std::invalid_argument naming the
 // device and listing the available names when it is unknown or unusable.

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "backends/devices.h"
-#include "backends/vulkan/vk_registry.h"
 #include "cli/commands.h"
 
 namespace deskside::cli {
@@ -26,11 +25,8 @@ std::string join(const std::vector<std::string>& items) {
 int run(Args& args) {
     const bool json = args.flag("--json");
     args.finish();
-    const std::vector<backends::DeviceInfo> devices = backends::list_devices();
-    bool any_vulkan = false;
-    for (const auto& d : devices) any_vulkan |= d.api == "vulkan";
-    std::string why_no_vulkan;
-    if (!any_vulkan) backends::vulkan::list_vulkan_devices(&why_no_vulkan);
+    std::vector<backends::AbsentApi> absent;
+    const std::vector<backends::DeviceInfo> devices = backends::list_devices(&absent);
 
     if (json) {
         nlohmann::json list = nlohmann::json::array();
@@ -40,8 +36,10 @@ int run(Args& args) {
                             {"note", d.note}, {"features", d.features}});
         }
         nlohmann::json out{{"devices", list}};
-        out["vulkan_split"] = backends::vulkan::vulkan_split();
-        if (!any_vulkan) out["no_vulkan_reason"] = "no Vulkan device found: " + why_no_vulkan;
+        for (const std::string& api : backends::device_apis()) {
+            if (api != "cpu") out[api + "_split"] = backends::device_split(api);
+        }
+        for (const backends::AbsentApi& a : absent) out["no_" + a.api + "_reason"] = a.why;
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
@@ -53,7 +51,7 @@ int run(Args& args) {
         if (!d.features.empty()) std::printf("          features: %s\n", join(d.features).c_str());
         if (!d.note.empty()) std::printf("          note: %s\n", d.note.c_str());
     }
-    if (!any_vulkan) std::printf("no Vulkan device found: %s\n", why_no_vulkan.c_str());
+    for (const backends::AbsentApi& a : absent) std::printf("no %s device: %s\n", a.api.c_str(), a.why.c_str());
     return 0;
 }
 
@@ -64,14 +62,16 @@ const Command kDevicesCommand{
     "list the compute devices (CPU, Vulkan, CUDA) with memory and features",
     "usage: deskside devices [--json]\n"
     "\n"
-    "Lists every device that --devices accepts: cpu, vulkanN, cudaN (CUDA devices are listed when a\n"
-    "driver is present, but this build has no CUDA backend). FREE comes from VK_EXT_memory_budget when\n"
-    "the driver has it (else the heap size) and from MemAvailable for the CPU.\n"
-    "  --json   the same as a JSON object {\"devices\": [...]} (plus \"no_vulkan_reason\" when none)\n"
+    "Lists every device that --devices accepts: cpu, vulkanN, cudaN, and for an API with no device,\n"
+    "why (no driver, not built in). FREE comes from VK_EXT_memory_budget when the driver has it (else\n"
+    "the heap size), from cudaMemGetInfo for CUDA, and from MemAvailable for the CPU.\n"
+    "  --json   the same as a JSON object {\"devices\": [...]} (plus \"no_API_reason\" per absent API\n"
+    "           and \"API_split\")\n"
     "\n"
     "Environment:\n"
     "  DESKSIDE_VULKAN_SPLIT=N   expose each Vulkan device as N logical devices with separate\n"
-    "                            allocations and 1/N of its memory (to test layer splits on one GPU)\n",
+    "                            allocations and 1/N of its memory (to test layer splits on one GPU)\n"
+    "  DESKSIDE_CUDA_SPLIT=N     the same for each CUDA device\n",
     &run,
 };
 

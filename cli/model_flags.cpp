@@ -5,7 +5,6 @@
 #include <span>
 #include <stdexcept>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/devices.h"
 #include "models/model.h"
 #include "models/store/resolve.h"
@@ -84,7 +83,7 @@ std::string OpenedDevices::summary() const {
 
 int OpenedDevices::cpu_threads() const {
     for (const auto& b : backends)
-        if (const auto* cpu = dynamic_cast<const backends::cpu::CpuBackend*>(b.get())) return cpu->n_threads();
+        if (b->n_threads() > 0) return b->n_threads();
     return 0;
 }
 

@@ -12,10 +12,14 @@
 // same whatever the other rows (DESIGN.md key decision 5), so the logits keep their bits.
 // ref: llama2.c run.c forward() for the Llama block; the family files for their differences.
 //
+// The step's index arguments (token ids, positions, cache rows, attention block tables) are built
+// once on the host and uploaded once per device (engine/step_args.h); the ops of a device's share
+// of the step then run between its begin_step() and end_step() and read nothing from the host.
+//
 // Split across devices, each device (a Stage) runs its layers on its own scratch; between stages
-// the residual stream x of the step's n tokens crosses once through host memory (one download,
-// one upload: the only synchronisation a step adds per boundary). Every op sees the same inputs
-// as on one device, so the logits are the same bits when the devices compute alike.
+// the residual stream x of the step's n tokens crosses once (Backend::copy_to: directly where the
+// devices can, through host memory otherwise). Every op sees the same inputs as on one device,
+// so the logits are the same bits when the devices compute alike.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -25,6 +29,7 @@
 
 #include "engine/model.h"
 #include "engine/scratch.h"
+#include "engine/step_args.h"
 
 namespace deskside::engine {
 
@@ -45,9 +50,12 @@ backends::RopeScalingType rope_scaling_type(models::RopeScaling s) {
 // Layer end the one-backend constructor passes before the model's layer count is known.
 constexpr int64_t kAllLayers = -1;
 
-std::vector<DeviceLayers> resolve_devices(std::vector<DeviceLayers> devices, const models::Hparams& hp) {
-    if (devices.size() == 1 && devices[0].layer_end == kAllLayers) devices[0].layer_end = hp.n_layer;
-    check_device_layers(devices, hp.n_layer);
+// The devices with their layer ranges resolved, after checking that each can run what is placed
+// on it (before any weight is loaded).
+std::vector<DeviceLayers> resolve_devices(std::vector<DeviceLayers> devices, const models::ModelInfo& info,
+                                          const ArchSpec& arch, const EngineOptions& options) {
+    if (devices.size() == 1 && devices[0].layer_end == kAllLayers) devices[0].layer_end = info.hparams.n_layer;
+    check_supported(info, arch, devices, options.cache);
     return devices;
 }
 
@@ -58,17 +66,12 @@ struct Model::Stage {
     backends::Backend* backend;
     int64_t layer_begin, layer_end;
     std::unique_ptr<Scratch> scratch;
+    std::unique_ptr<StepArgs> args;  // this step's index arguments on this device
 };
 
 // Host-side per-step inputs, shared by every stage and kept to avoid reallocation.
 struct Model::StepInputs {
-    std::vector<int32_t> tokens, positions, rows, wanted;
-    std::vector<backends::AttentionQuery> queries;
-    // The final layer's query rows (the wanted tokens): positions and attention queries, and
-    // where their outputs are in x afterwards (0 .. wanted.size() - 1).
-    std::vector<int32_t> wanted_positions, out_rows;
-    std::vector<backends::AttentionQuery> wanted_queries;
-    std::vector<float> hidden;  // x crossing between stages: [n_embd, n]
+    StepWords words;
 };
 
 Model::Model(models::ModelInfo info, backends::Backend& backend, const EngineOptions& options)
@@ -77,7 +80,7 @@ Model::Model(models::ModelInfo info, backends::Backend& backend, const EngineOpt
 Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const EngineOptions& options)
     : info_(std::move(info)),
       arch_(arch_spec(info_.hparams.architecture)),
-      devices_(resolve_devices(std::move(devices), info_.hparams)),
+      devices_(resolve_devices(std::move(devices), info_, arch_, options)),
       options_(options),
       weights_(info_, arch_, devices_),
       cache_(devices_, info_.hparams, options.cache),
@@ -87,7 +90,8 @@ Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const En
         const DeviceLayers& d = devices_[i];
         const bool last = i + 1 == devices_.size();
         stages_.push_back({d.backend, d.layer_begin, d.layer_end,
-                           std::make_unique<Scratch>(*d.backend, info_.hparams, options_.n_batch, last)});
+                           std::make_unique<Scratch>(*d.backend, info_.hparams, options_.n_batch, last),
+                           std::make_unique<StepArgs>(*d.backend)});
     }
 }
 
@@ -108,6 +112,7 @@ backends::RopeParams Model::rope_params(int64_t il) const {
     p.llama3_low_freq_factor = static_cast<float>(hp.rope_llama3_low_freq_factor);
     p.llama3_high_freq_factor = static_cast<float>(hp.rope_llama3_high_freq_factor);
     if (!unscaled) p.freq_factors = weights_.rope_freqs();
+    p.n_ctx = cache_.n_positions();
     return p;
 }
 
@@ -140,54 +145,41 @@ std::span<const float> Model::decode(std::span<const BatchToken> batch) {
 
 void Model::step(std::span<const BatchToken> batch) {
     const models::Hparams& hp = info_.hparams;
-    StepInputs& in = *inputs_;
     const int64_t n = static_cast<int64_t>(batch.size());
-    in.tokens.clear();
-    in.positions.clear();
-    in.rows.clear();
-    in.wanted.clear();
-    in.queries.clear();
-    in.wanted_positions.clear();
-    in.wanted_queries.clear();
-    in.out_rows.clear();
     for (const BatchToken& t : batch) cache_.reserve(t.seq, t.pos + 1);
-    for (int64_t i = 0; i < n; ++i) {
-        const BatchToken& t = batch[i];
-        in.tokens.push_back(t.token);
-        in.positions.push_back(t.pos);
-        in.rows.push_back(cache_.row(t.seq, t.pos));
-        in.queries.push_back({t.pos, cache_.blocks(t.seq)});
-        if (t.want_logits) {
-            in.out_rows.push_back(static_cast<int32_t>(in.wanted.size()));
-            in.wanted.push_back(static_cast<int32_t>(i));
-            in.wanted_positions.push_back(t.pos);
-            in.wanted_queries.push_back(in.queries.back());
-        }
-    }
+    StepWords& words = inputs_->words;
+    words.build(batch, cache_);
+    for (Stage& stage : stages_) stage.args->upload(words);
 
     Stage& first = stages_.front();
     const Tensor x0 = first.scratch->x.rows(0, n);
-    first.backend->get_rows(weights_.get(Role::TokenEmbd), in.tokens, x0);
+    first.backend->begin_step();
+    first.backend->get_rows(weights_.get(Role::TokenEmbd), first.args->tokens, x0);
     if (arch_.scale_embeddings) first.backend->scale(x0, std::sqrt(static_cast<float>(hp.n_embd)), x0);
     for (size_t si = 0; si < stages_.size(); ++si) {
-        if (si > 0) cross(stages_[si - 1], stages_[si], n);
         Stage& stage = stages_[si];
+        if (si > 0) {
+            stages_[si - 1].backend->end_step();
+            cross(stages_[si - 1], stage, n);
+            stage.backend->begin_step();
+        }
         const bool last_stage = si + 1 == stages_.size();
         for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il)
             layer(stage, il, n, last_stage && il + 1 == stage.layer_end);
     }
 
+    // The rows that want logits are x's first rows now (the final layer compacted them).
     Stage& last = stages_.back();
     backends::Backend& be = *last.backend;
+    last.backend->end_step();
     const Scratch& s = *last.scratch;
-    const Tensor x = s.x.rows(0, static_cast<int64_t>(in.wanted.size()));
+    const int64_t n_wanted = words.layout.m;
     const float eps = static_cast<float>(hp.norm_eps);
-    for (size_t first_row = 0; first_row < in.wanted.size(); first_row += kLogitRowsPerPass) {
-        const int64_t m = std::min<int64_t>(kLogitRowsPerPass, static_cast<int64_t>(in.wanted.size() - first_row));
+    for (int64_t first_row = 0; first_row < n_wanted; first_row += kLogitRowsPerPass) {
+        const int64_t m = std::min<int64_t>(kLogitRowsPerPass, n_wanted - first_row);
         const Tensor sel = s.sel.rows(0, m);
         const Tensor logits = s.logits.rows(0, m);
-        be.get_rows(x, std::span(in.out_rows).subspan(first_row, m), sel);
-        be.rms_norm(sel, weights_.get(Role::OutputNorm), eps, sel);
+        be.rms_norm(s.x.rows(first_row, m), weights_.get(Role::OutputNorm), eps, sel);
         be.matmul(weights_.get(Role::Output), sel, logits);
         const size_t old = logits_.size();
         logits_.resize(old + m * hp.n_vocab);
@@ -197,27 +189,25 @@ void Model::step(std::span<const BatchToken> batch) {
 
 void Model::cross(const Stage& from, Stage& to, int64_t n) {
     // The residual stream is the only state a layer passes on; scratch rows are contiguous, so
-    // the step's n tokens are one block of bytes. download() waits for `from`'s queued work.
+    // the step's n tokens are one block of bytes.
     const Tensor src = from.scratch->x.rows(0, n), dst = to.scratch->x.rows(0, n);
     const size_t bytes = static_cast<size_t>(n) * src.row_stride;
-    std::vector<float>& hidden = inputs_->hidden;
-    hidden.resize(bytes / sizeof(float));
-    from.backend->download(*src.buffer, src.offset, hidden.data(), bytes);
-    to.backend->upload(*dst.buffer, dst.offset, hidden.data(), bytes);
+    from.backend->copy_to(*src.buffer, src.offset, *to.backend, *dst.buffer, dst.offset, bytes);
 }
 
 void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
     const models::Hparams& hp = info_.hparams;
     backends::Backend& be = *stage.backend;
     const Scratch& s = *stage.scratch;
-    const StepInputs& in = *inputs_;
+    const StepArgs& in = *stage.args;
+    const StepLayout& layout = inputs_->words.layout;
     const auto w = [&](Role r) -> const Tensor& { return weights_.layer(il, r); };
     const float eps = static_cast<float>(hp.norm_eps);
     // Rows whose output is needed: all n, or on the final layer the m that want logits.
-    const bool compact = last && static_cast<int64_t>(in.wanted.size()) < n;
-    const int64_t m = compact ? static_cast<int64_t>(in.wanted.size()) : n;
-    const std::span<const int32_t> positions = compact ? in.wanted_positions : in.positions;
-    const std::span<const backends::AttentionQuery> queries = compact ? in.wanted_queries : in.queries;
+    const bool compact = last && layout.m < n;
+    const int64_t m = compact ? layout.m : n;
+    const Tensor& positions = compact ? in.wanted_positions : in.positions;
+    const Tensor& queries = compact ? in.wanted_queries : in.queries;
     const Tensor k = s.k.rows(0, n), v = s.v.rows(0, n);
     const Tensor q = s.q.rows(0, m), attn = s.attn.rows(0, m);
 

@@ -48,6 +48,8 @@ class KvCache {
     backends::KvCacheView layer(int64_t il) const;
     int64_t block_size() const { return block_size_; }
     int64_t n_free_blocks() const { return static_cast<int64_t>(free_.size()); }
+    // Positions the cache holds over all sequences; every position of a sequence is below it.
+    int64_t n_positions() const { return static_cast<int64_t>(ref_count_.size()) * block_size_; }
 
     // Positions cached for `seq` so far (0 for an unknown sequence).
     int64_t length(int32_t seq) const;

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "quant/quant.h"
 
@@ -70,44 +71,90 @@ backends::Tensor ModelWeights::place(const models::ModelInfo& info, const models
     return out;
 }
 
-ModelWeights::ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices) {
+namespace {
+
+// Calls fn(spec, name, tensor, device, layer) for every tensor of `arch` present in the file, on
+// the device it goes to (layer -1 for model-wide tensors); throws for a required one that is missing.
+template <class Fn>
+void for_each_placed(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices, Fn&& fn) {
     const models::Hparams& hp = info.hparams;
-    check_device_layers(devices, hp.n_layer);
     std::vector<backends::Backend*> layer_device(hp.n_layer);
     for (const DeviceLayers& d : devices)
         for (int64_t il = d.layer_begin; il < d.layer_end; ++il) layer_device[il] = d.backend;
-    backends::Backend& first = *devices.front().backend;
-    backends::Backend& last = *devices.back().backend;
     // Model-wide tensors: the embedding feeds the first layer, the output norm and head read the
     // last layer's residual stream.
-    const auto global_device = [&](Role r) -> backends::Backend& { return r == Role::TokenEmbd ? first : last; };
-
-    layers_.resize(hp.n_layer);
+    backends::Backend& first = *devices.front().backend;
+    backends::Backend& last = *devices.back().backend;
     for (const TensorSpec& spec : arch.tensors) {
-        const int64_t n_copies = is_layer_role(spec.role) ? hp.n_layer : 1;
-        for (int64_t il = 0; il < n_copies; ++il) {
-            const std::string name =
-                is_layer_role(spec.role) ? "blk." + std::to_string(il) + "." + std::string(spec.name) : std::string(spec.name);
+        const bool per_layer = is_layer_role(spec.role);
+        for (int64_t il = 0; il < (per_layer ? hp.n_layer : 1); ++il) {
+            const std::string name = per_layer ? "blk." + std::to_string(il) + "." + std::string(spec.name) : std::string(spec.name);
             const models::Tensor* t = info.find(name);
             if (!t) {
                 if (spec.required) throw std::runtime_error(info.path + ": missing tensor '" + name + "'");
                 continue;
             }
-            const std::vector<int64_t> shape = expected_shape(spec.role, hp);
-            if (t->shape != shape)
-                throw std::runtime_error(info.path + ": tensor '" + name + "' has shape " + shape_text(t->shape) +
-                                         ", expected " + shape_text(shape));
-            if (spec.role == Role::RopeFreqs) {
-                const quant::QuantTraits* traits = quant::quant_traits(t->type);
-                if (!traits) throw std::runtime_error(info.path + ": tensor '" + name + "' has an unsupported type");
-                rope_freqs_.resize(shape[0]);
-                traits->to_float(t->data, rope_freqs_.data(), shape[0]);
-                continue;
-            }
-            if (is_layer_role(spec.role)) layers_[il][static_cast<int>(spec.role)] = place(info, *t, shape, *layer_device[il]);
-            else global_[static_cast<int>(spec.role)] = place(info, *t, shape, global_device(spec.role));
+            backends::Backend& device = per_layer ? *layer_device[il] : spec.role == Role::TokenEmbd ? first : last;
+            fn(spec, name, *t, device, per_layer ? il : -1);
         }
     }
+}
+
+void require_support(const models::ModelInfo& info, const backends::Backend& device, backends::Op op,
+                     quant::TypeId type, const std::string& what) {
+    if (device.supports(op, type)) return;
+    throw std::runtime_error(info.path + ": " + what + " is " + std::string(quant::type_info(type).name) +
+                             ", and device '" + device.name() + "' has no " + backends::op_name(op) + " for " +
+                             std::string(quant::type_info(type).name) + " (place those layers on another device)");
+}
+
+}  // namespace
+
+void check_supported(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices,
+                     const KvCacheConfig& cache) {
+    check_device_layers(devices, info.hparams.n_layer);
+    const bool tied = !info.find("output.weight");
+    for_each_placed(info, arch, devices, [&](const TensorSpec& spec, const std::string& name, const models::Tensor& t,
+                                             const backends::Backend& device, int64_t) {
+        if (spec.role == Role::RopeFreqs || t.shape.size() == 1) return;  // host floats / F32 vectors
+        const std::string what = "tensor '" + name + "'";
+        if (spec.role == Role::TokenEmbd) {
+            require_support(info, device, backends::Op::GetRows, t.type, what);
+            if (tied) require_support(info, *devices.back().backend, backends::Op::Matmul, t.type, what + " (the tied output head)");
+        } else {
+            require_support(info, device, backends::Op::Matmul, t.type, what);
+        }
+    });
+    for (const DeviceLayers& d : devices) {
+        for (const auto& [type, which] : {std::pair{cache.type_k, "the K cache"}, std::pair{cache.type_v, "the V cache"}}) {
+            require_support(info, *d.backend, backends::Op::SetRows, type, which);
+            require_support(info, *d.backend, backends::Op::Attention, type, which);
+        }
+    }
+}
+
+ModelWeights::ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices) {
+    const models::Hparams& hp = info.hparams;
+    check_device_layers(devices, hp.n_layer);
+    backends::Backend& first = *devices.front().backend;
+    backends::Backend& last = *devices.back().backend;
+    layers_.resize(hp.n_layer);
+    for_each_placed(info, arch, devices, [&](const TensorSpec& spec, const std::string& name, const models::Tensor& t,
+                                             backends::Backend& device, int64_t il) {
+        const std::vector<int64_t> shape = expected_shape(spec.role, hp);
+        if (t.shape != shape)
+            throw std::runtime_error(info.path + ": tensor '" + name + "' has shape " + shape_text(t.shape) +
+                                     ", expected " + shape_text(shape));
+        if (spec.role == Role::RopeFreqs) {
+            const quant::QuantTraits* traits = quant::quant_traits(t.type);
+            if (!traits) throw std::runtime_error(info.path + ": tensor '" + name + "' has an unsupported type");
+            rope_freqs_.resize(shape[0]);
+            traits->to_float(t.data, rope_freqs_.data(), shape[0]);
+            return;
+        }
+        if (il >= 0) layers_[il][static_cast<int>(spec.role)] = place(info, t, shape, device);
+        else global_[static_cast<int>(spec.role)] = place(info, t, shape, device);
+    });
     if (get(Role::Output).empty()) {
         // Tied embeddings: the head is token_embd, needed on the last device too.
         const models::Tensor* t = info.find("token_embd.weight");

@@ -11,9 +11,16 @@
 #include "backends/backend.h"
 #include "engine/arch.h"
 #include "engine/device_layers.h"
+#include "engine/kv_cache.h"
 #include "models/model.h"
 
 namespace deskside::engine {
+
+// Checks, before anything is allocated, that every weight and the KV cache types run on the device
+// they are placed on (Backend::supports); throws std::runtime_error naming the tensor, its type and
+// the device otherwise. The Model calls it first.
+void check_supported(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices,
+                     const KvCacheConfig& cache);
 
 class ModelWeights {
    public:

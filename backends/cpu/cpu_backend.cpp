@@ -41,7 +41,33 @@ HostBuffer::~HostBuffer() {
 }
 
 uint8_t* host_row(const Tensor& t, int64_t row) {
-    return static_cast<HostBuffer*>(t.buffer)->data() + t.offset + static_cast<size_t>(row) * t.row_stride;
+    uint8_t* data = t.buffer->host_data();
+    if (!data) throw std::invalid_argument("cpu: a tensor of device '" + t.buffer->owner().name() + "' is not in host memory");
+    return data + t.offset + static_cast<size_t>(row) * t.row_stride;
+}
+
+std::span<const int32_t> host_i32(const Tensor& t, int64_t n, const char* op) {
+    if (t.type != quant::TypeId::I32 || t.ne0 < n)
+        throw std::invalid_argument(std::string("cpu ") + op + ": the index tensor must be I32 with at least " +
+                                    std::to_string(n) + " entries, got [" + std::to_string(t.ne0) + ", " +
+                                    std::to_string(t.ne1) + "] " + std::string(quant::type_info(t.type).name));
+    if (n > 0 && (t.offset + static_cast<size_t>(n) * sizeof(int32_t) > t.buffer->size()))
+        throw std::out_of_range(std::string("cpu ") + op + ": the index tensor lies outside its buffer");
+    return {reinterpret_cast<const int32_t*>(host_row(t)), static_cast<size_t>(n)};
+}
+
+bool CpuBackend::supports(Op op, quant::TypeId type) const {
+    switch (op) {
+        case Op::GetRows:
+        case Op::Matmul:
+        case Op::Attention: return quant::quant_traits(type) != nullptr;
+        case Op::Copy:
+        case Op::SetRows: {
+            const quant::QuantTraits* t = quant::quant_traits(type);
+            return t && t->from_float;
+        }
+        default: return type == quant::TypeId::F32;
+    }
 }
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads > 0 ? n_threads : physical_cores(), spin_us_from_env()) {}
@@ -50,12 +76,12 @@ std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
     if (!p) throw std::bad_alloc();
-    return std::make_unique<HostBuffer>(static_cast<uint8_t*>(p), bytes, true);
+    return std::make_unique<HostBuffer>(*this, static_cast<uint8_t*>(p), bytes, true);
 }
 
 std::unique_ptr<Buffer> CpuBackend::map_weights(const void* host, size_t bytes) {
     // The mapping is read-only; no op writes to a weights buffer.
-    return std::make_unique<HostBuffer>(static_cast<uint8_t*>(const_cast<void*>(host)), bytes, false);
+    return std::make_unique<HostBuffer>(*this, static_cast<uint8_t*>(const_cast<void*>(host)), bytes, false);
 }
 
 std::unique_ptr<Buffer> CpuBackend::map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) {
@@ -67,7 +93,7 @@ std::unique_ptr<Buffer> CpuBackend::map_weight_matrix(const void* host, quant::T
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     auto* data = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, rounded));
     if (!data) throw std::bad_alloc();
-    auto buf = std::make_unique<HostBuffer>(data, bytes, true, layout);
+    auto buf = std::make_unique<HostBuffer>(*this, data, bytes, true, layout);
     const auto* src = static_cast<const uint8_t*>(host);
     // Independent slices of whole groups (the last one also takes the plain tail rows).
     constexpr int64_t kRowsPerSlice = 64;
@@ -91,12 +117,12 @@ std::unique_ptr<Buffer> CpuBackend::map_weight_matrix(const void* host, quant::T
 
 void CpuBackend::upload(Buffer& dst, size_t offset, const void* src, size_t bytes) {
     if (offset + bytes > dst.size()) throw std::out_of_range("cpu upload: past the end of the buffer");
-    std::memcpy(static_cast<HostBuffer&>(dst).data() + offset, src, bytes);
+    std::memcpy(owned_by<HostBuffer>(*this, dst, "upload").data() + offset, src, bytes);
 }
 
 void CpuBackend::download(const Buffer& src, size_t offset, void* dst, size_t bytes) {
     if (offset + bytes > src.size()) throw std::out_of_range("cpu download: past the end of the buffer");
-    std::memcpy(dst, static_cast<const HostBuffer&>(src).data() + offset, bytes);
+    std::memcpy(dst, owned_by<HostBuffer>(*this, src, "download").data() + offset, bytes);
 }
 
 }  // namespace deskside::backends::cpu

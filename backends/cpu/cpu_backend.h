@@ -21,10 +21,11 @@ namespace deskside::backends::cpu {
 // x8 layout (repack.h) records it, so that matmul and get_rows read it as such.
 class HostBuffer final : public Buffer {
    public:
-    HostBuffer(uint8_t* data, size_t size, bool owned, WeightLayout layout = WeightLayout::Plain)
-        : data_(data), size_(size), owned_(owned), layout_(layout) {}
+    HostBuffer(const Backend& owner, uint8_t* data, size_t size, bool owned, WeightLayout layout = WeightLayout::Plain)
+        : Buffer(owner), data_(data), size_(size), owned_(owned), layout_(layout) {}
     ~HostBuffer() override;
     size_t size() const override { return size_; }
+    uint8_t* host_data() const override { return data_; }
     uint8_t* data() const { return data_; }
     WeightLayout layout() const { return layout_; }
 
@@ -35,8 +36,13 @@ class HostBuffer final : public Buffer {
     WeightLayout layout_;
 };
 
-// The first byte of row `row` of t (t must live in a HostBuffer).
+// The first byte of row `row` of t; t must live in host memory (Buffer::host_data), else this
+// throws std::invalid_argument.
 uint8_t* host_row(const Tensor& t, int64_t row = 0);
+// The first n words of an I32 index tensor (Backend::get_rows' ids, rope's positions, set_rows'
+// rows, attention's arguments) in host memory; throws std::invalid_argument naming `op` when t is
+// not I32, holds fewer than n words in its first row, or is not host memory.
+std::span<const int32_t> host_i32(const Tensor& t, int64_t n, const char* op);
 inline float* host_f32_row(const Tensor& t, int64_t row = 0) { return reinterpret_cast<float*>(host_row(t, row)); }
 
 class CpuBackend final : public Backend {
@@ -45,7 +51,9 @@ class CpuBackend final : public Backend {
     // sets how long idle pool threads spin before sleeping; a bad value throws runtime_error.
     explicit CpuBackend(int n_threads = 0);
     std::string name() const override { return "cpu"; }
-    int n_threads() const { return pool_.size(); }
+    int n_threads() const override { return pool_.size(); }
+    // Every op and every type quant/ knows (the reference backend).
+    bool supports(Op op, quant::TypeId type) const override;
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override;
     std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) override;
@@ -55,22 +63,20 @@ class CpuBackend final : public Backend {
     std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) override;
     void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
     void download(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
-    void synchronize() override {}
 
-    void get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) override;
+    void get_rows(const Tensor& table, const Tensor& ids, const Tensor& dst) override;
     void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override;
     void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
-    void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override;
-    void attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
-                   const AttentionParams& p, const Tensor& out) override;
-    void softmax(const Tensor& x) override;
+    void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+    void attention(const Tensor& q, const KvCacheView& kv, const Tensor& queries, const AttentionParams& p,
+                   const Tensor& out) override;
     void silu(const Tensor& x, const Tensor& y) override;
     void gelu(const Tensor& x, const Tensor& y) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
     void mul(const Tensor& a, const Tensor& b, const Tensor& y) override;
     void scale(const Tensor& x, float s, const Tensor& y) override;
     void copy(const Tensor& src, const Tensor& dst) override;
-    void set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) override;
+    void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) override;
 
    private:
     // Runs fn(i, thread) for every i in [0, n), grouping consecutive items into tasks of at

@@ -17,6 +17,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/convert_f16.h"
 #include "backends/cpu/cpu_backend.h"
@@ -76,11 +77,46 @@ void attn_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
     for (int64_t d = 0; d < n; ++d) dst[d] = quant::fp16_to_fp32(src[d]);
 }
 
-void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
-                           const AttentionParams& p, const Tensor& out) {
+namespace {
+
+// One query row of an attention call, read out of the argument tensor (kAttentionQueryWords).
+struct AttentionQuery {
+    int32_t pos = 0;
+    std::span<const int32_t> blocks;
+};
+
+// The queries of `args`, each checked: the table lies inside the tensor, covers pos, and names
+// blocks inside the cache.
+std::vector<AttentionQuery> read_attention_args(const Tensor& args, int64_t n_queries, const KvCacheView& kv) {
+    const std::span<const int32_t> words = host_i32(args, args.ne0, "attention");
+    if (static_cast<int64_t>(words.size()) < kAttentionQueryWords * n_queries)
+        throw std::invalid_argument("cpu attention: " + std::to_string(words.size()) + " argument words for " +
+                                    std::to_string(n_queries) + " queries");
+    std::vector<AttentionQuery> out(static_cast<size_t>(n_queries));
+    for (int64_t i = 0; i < n_queries; ++i) {
+        const int32_t pos = words[kAttentionQueryWords * i], table = words[kAttentionQueryWords * i + 1],
+                      n_blocks = words[kAttentionQueryWords * i + 2];
+        if (pos < 0 || table < 0 || n_blocks < 0 || static_cast<size_t>(table) + n_blocks > words.size() ||
+            static_cast<int64_t>(n_blocks) * kv.block_size <= pos)
+            throw std::out_of_range("cpu attention: query " + std::to_string(i) + " (position " + std::to_string(pos) +
+                                    ") has a block table outside the arguments or shorter than its position");
+        out[i] = {pos, words.subspan(static_cast<size_t>(table), static_cast<size_t>(n_blocks))};
+        for (int32_t b : out[i].blocks) {
+            if (b < 0 || (static_cast<int64_t>(b) + 1) * kv.block_size > std::min(kv.k.ne1, kv.v.ne1))
+                throw std::out_of_range("cpu attention: block " + std::to_string(b) + " outside the cache");
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor& query_args, const AttentionParams& p,
+                           const Tensor& out) {
     assert(q.type == quant::TypeId::F32 && q.ne0 == p.n_head * p.head_dim);
     assert(out.type == quant::TypeId::F32 && out.ne0 == p.n_head * p.head_dim_v);
-    assert(static_cast<int64_t>(queries.size()) == q.ne1 && out.ne1 == q.ne1);
+    assert(out.ne1 == q.ne1);
+    const std::vector<AttentionQuery> queries = read_attention_args(query_args, q.ne1, kv);
     assert(p.n_head % p.n_head_kv == 0);
     const quant::QuantTraits* kt = quant::quant_traits(kv.k.type);
     const quant::QuantTraits* vt = quant::quant_traits(kv.v.type);
@@ -97,10 +133,6 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<con
     const size_t k_head_bytes = quant::row_bytes(kv.k.type, p.head_dim);
     const size_t v_head_bytes = quant::row_bytes(kv.v.type, p.head_dim_v);
     const int64_t group = p.n_head / p.n_head_kv;
-    for (const AttentionQuery& aq : queries) {
-        if (static_cast<int64_t>(aq.blocks.size()) * kv.block_size <= aq.pos)
-            throw std::out_of_range("cpu attention: position " + std::to_string(aq.pos) + " beyond the block table");
-    }
     const bool simd = cpu_features().has_avx2_kernels();
     const bool f16_k = kv.k.type == quant::TypeId::F16;
     const quant::VecDotFn k_dot = best_vec_dot(kv.k.type);

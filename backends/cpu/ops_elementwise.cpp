@@ -1,4 +1,4 @@
-// CPU element-wise ops: softmax, silu, gelu, add, mul, scale.
+// CPU element-wise ops: silu, gelu, add, mul, scale.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -26,21 +26,6 @@ void binary(const Tensor& a, const Tensor& b, const Tensor& y, Op op, auto& for_
 }
 
 }  // namespace
-
-void CpuBackend::softmax(const Tensor& x) {
-    for_rows(x.ne1, x.ne0, [&](int64_t r) {
-        float* v = host_f32_row(x, r);
-        float max_v = v[0];
-        for (int64_t i = 1; i < x.ne0; ++i) max_v = std::max(max_v, v[i]);
-        double sum = 0;
-        for (int64_t i = 0; i < x.ne0; ++i) {
-            v[i] = std::exp(v[i] - max_v);
-            sum += v[i];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t i = 0; i < x.ne0; ++i) v[i] *= inv;
-    });
-}
 
 void CpuBackend::silu(const Tensor& x, const Tensor& y) {
     assert(x.ne0 == y.ne0 && x.ne1 == y.ne1);

@@ -45,9 +45,10 @@ void fill_table(const RopeParams& p, int32_t pos, RopeTable& t) {
 
 }  // namespace
 
-void CpuBackend::rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& p) {
+void CpuBackend::rope(const Tensor& x, const Tensor& position_tensor, const RopeParams& p) {
+    const std::span<const int32_t> positions = host_i32(position_tensor, x.ne1, "rope");
     assert(x.type == quant::TypeId::F32 && x.ne0 == p.n_head * p.head_dim);
-    assert(static_cast<int64_t>(positions.size()) == x.ne1 && p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
+    assert(p.n_rot <= p.head_dim && p.n_rot % 2 == 0);
     const int64_t half = p.n_rot / 2;
     for_rows(x.ne1, x.ne0, [&](int64_t r) {
         thread_local RopeTable table;

@@ -62,15 +62,16 @@ void prefetch_lines(const uint8_t* p, size_t n) {
 
 }  // namespace
 
-void CpuBackend::get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) {
-    assert(dst.type == quant::TypeId::F32 && dst.ne0 == table.ne0 && dst.ne1 == static_cast<int64_t>(ids.size()));
+void CpuBackend::get_rows(const Tensor& table, const Tensor& id_tensor, const Tensor& dst) {
+    const std::span<const int32_t> ids = host_i32(id_tensor, dst.ne1, "get_rows");
+    assert(dst.type == quant::TypeId::F32 && dst.ne0 == table.ne0);
     const quant::QuantTraits& t = traits_of(table.type, "get_rows");
     for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= table.ne1)
             throw std::out_of_range("cpu get_rows: row id " + std::to_string(ids[i]) + " outside [0, " +
                                     std::to_string(table.ne1) + ")");
     }
-    const WeightLayout layout = static_cast<const HostBuffer*>(table.buffer)->layout();
+    const WeightLayout layout = owned_by<HostBuffer>(*this, *table.buffer, "get_rows").layout();
     if (layout == WeightLayout::Plain) {
         for_rows(static_cast<int64_t>(ids.size()), table.ne0, [&](int64_t i) {
             t.to_float(host_row(table, ids[i]), host_f32_row(dst, i), table.ne0);
@@ -111,7 +112,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     // An x8 (row-interleaved) matrix sends its groups of 8 rows, [0, n_il), through the x8 kernel
     // for every m, decode included; its n_out % 8 tail rows, like every row of a plain matrix, go
     // through the GGUF-layout kernels, tiled or not by m alone. Both are batch-invariant.
-    const WeightLayout layout = static_cast<const HostBuffer*>(w.buffer)->layout();
+    const WeightLayout layout = owned_by<HostBuffer>(*this, *w.buffer, "matmul").layout();
     int64_t n_il = 0;
     RepackedGemmFn x8_kernel = nullptr;
     const int64_t nb = k / quant::kQK;
@@ -187,7 +188,7 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
     assert(src.ne0 == dst.ne0 && src.ne1 == dst.ne1);
     // Weights are read-only, and a row-interleaved one has no GGUF rows to copy (get_rows reads it).
-    if (static_cast<const HostBuffer*>(src.buffer)->layout() != WeightLayout::Plain)
+    if (owned_by<HostBuffer>(*this, *src.buffer, "copy").layout() != WeightLayout::Plain)
         throw std::invalid_argument("cpu copy: the source is a row-interleaved weight matrix; read it with get_rows");
     if (src.type == dst.type) {
         const size_t bytes = src.row_bytes();
@@ -204,8 +205,9 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
     }
 }
 
-void CpuBackend::set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) {
-    assert(src.type == quant::TypeId::F32 && src.ne0 == dst.ne0 && src.ne1 == static_cast<int64_t>(rows.size()));
+void CpuBackend::set_rows(const Tensor& src, const Tensor& dst, const Tensor& row_tensor) {
+    const std::span<const int32_t> rows = host_i32(row_tensor, src.ne1, "set_rows");
+    assert(src.type == quant::TypeId::F32 && src.ne0 == dst.ne0);
     const quant::QuantTraits& t = traits_of(dst.type, "set_rows");
     if (!t.from_float) throw std::invalid_argument("cpu set_rows: no quantizer for the destination type");
     for (int32_t r : rows) {

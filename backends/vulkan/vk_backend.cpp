@@ -54,7 +54,7 @@ VulkanBackend::VulkanBackend(VkPhysicalDevice physical, std::string name, uint64
     vk_check(vkAllocateCommandBuffers(dev, &cmd_info, &cmd_), "vkAllocateCommandBuffers");
     VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     vk_check(vkCreateFence(dev, &fence_info, nullptr, &fence_), "vkCreateFence");
-    ring_ = std::make_unique<HostRing>(device_, kRingBytes);
+    ring_ = std::make_unique<HostRing>(*this, device_, kRingBytes);
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -76,7 +76,7 @@ std::unique_ptr<Buffer> VulkanBackend::alloc(size_t bytes) {
     if (allocated_ + bytes > memory_limit_)
         throw std::runtime_error("vulkan: " + name_ + ": cannot allocate " + std::to_string(bytes) + " bytes (" +
                                  std::to_string(allocated_) + " of " + std::to_string(memory_limit_) + " in use)");
-    auto buffer = std::make_unique<VulkanBuffer>(device_, static_cast<BufferOwner*>(this), bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    auto buffer = std::make_unique<VulkanBuffer>(*this, device_, static_cast<BufferOwner*>(this), bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
     allocated_ += bytes;
     return buffer;
 }
@@ -93,10 +93,33 @@ void VulkanBackend::before_free(const VulkanBuffer& buffer) {
 }
 
 const VulkanBuffer& VulkanBackend::own(const Buffer& b, const char* what) const {
-    const auto* vb = dynamic_cast<const VulkanBuffer*>(&b);
-    if (!vb || vb->owner() != static_cast<const BufferOwner*>(this))
-        throw std::invalid_argument(std::string("vulkan: ") + name_ + ": " + what + " is not a buffer of this device");
-    return *vb;
+    return owned_by<VulkanBuffer>(*this, b, what);
+}
+
+Binding VulkanBackend::bind_index(const Tensor& t, int64_t first, int64_t n, const char* op) const {
+    if (t.type != quant::TypeId::I32 || first < 0 || n < 0 || t.ne0 < first + n)
+        throw std::invalid_argument(std::string("vulkan ") + op + ": the index tensor must be I32 with at least " +
+                                    std::to_string(first + n) + " entries, got [" + std::to_string(t.ne0) + ", " +
+                                    std::to_string(t.ne1) + "] " + std::string(quant::type_info(t.type).name));
+    Tensor part = t;
+    part.offset += static_cast<size_t>(first) * sizeof(int32_t);
+    part.ne0 = std::max<int64_t>(n, 1);  // an empty binding still needs a word
+    part.ne1 = 1;
+    part.row_stride = part.row_bytes();
+    return bind(part, Access::Read);
+}
+
+bool VulkanBackend::supports(Op op, quant::TypeId type) const {
+    switch (op) {
+        case Op::GetRows:
+        case Op::Matmul: return vulkan_type_suffix(type) != nullptr;
+        case Op::Attention:
+            return type == quant::TypeId::F32 || type == quant::TypeId::F16 || type == quant::TypeId::Q8_0;
+        case Op::Copy:
+        case Op::SetRows:
+            return type == quant::TypeId::F32 || type == quant::TypeId::F16 || type == quant::TypeId::Q8_0;
+        default: return type == quant::TypeId::F32;
+    }
 }
 
 void VulkanBackend::upload(Buffer& dst, size_t offset, const void* src, size_t bytes) {
@@ -298,7 +321,7 @@ void VulkanBackend::dispatch(const Pipeline& p, std::span<const Binding> buffers
 
 // ---- ops written by the matmul shaders' author (vk_matmul.h) ------------------------------------
 
-void VulkanBackend::get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) {
+void VulkanBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& dst) {
     record_get_rows(*this, table, ids, dst);
 }
 

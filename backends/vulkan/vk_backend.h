@@ -59,22 +59,21 @@ class VulkanBackend final : public Backend, private BufferOwner {
     std::unique_ptr<Buffer> map_weights(const void* host, size_t bytes) override;
     void upload(Buffer& dst, size_t offset, const void* src, size_t bytes) override;
     void download(const Buffer& src, size_t offset, void* dst, size_t bytes) override;
-    void synchronize() override { submit_and_wait(); }
+    bool supports(Op op, quant::TypeId type) const override;
 
-    void get_rows(const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) override;
+    void get_rows(const Tensor& table, const Tensor& ids, const Tensor& dst) override;
     void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override;
     void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
-    void rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& p) override;
-    void attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
-                   const AttentionParams& p, const Tensor& out) override;
-    void softmax(const Tensor& x) override;
+    void rope(const Tensor& x, const Tensor& positions, const RopeParams& p) override;
+    void attention(const Tensor& q, const KvCacheView& kv, const Tensor& queries, const AttentionParams& p,
+                   const Tensor& out) override;
     void silu(const Tensor& x, const Tensor& y) override;
     void gelu(const Tensor& x, const Tensor& y) override;
     void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
     void mul(const Tensor& a, const Tensor& b, const Tensor& y) override;
     void scale(const Tensor& x, float s, const Tensor& y) override;
     void copy(const Tensor& src, const Tensor& dst) override;
-    void set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) override;
+    void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) override;
 
     // ---- recording interface for op implementations -------------------------------------------
     const DeviceCaps& caps() const { return device_.caps(); }
@@ -93,6 +92,9 @@ class VulkanBackend final : public Backend, private BufferOwner {
     // (split the op into row ranges of at most rows_per_binding(t) rows).
     Binding bind_rows(const Tensor& t, int64_t first, int64_t n, Access access) const;
     Binding bind(const Tensor& t, Access access) const { return bind_rows(t, 0, t.ne1, access); }
+    // Entries [first, first + n) of an I32 index tensor (the step's arguments) as one binding;
+    // throws std::invalid_argument naming `op` when t is not I32 or too short.
+    Binding bind_index(const Tensor& t, int64_t first, int64_t n, const char* op) const;
     // How many rows of t one binding can hold (>= 1; the op fails if a single row is too big).
     int64_t rows_per_binding(const Tensor& t) const;
 
@@ -120,6 +122,9 @@ class VulkanBackend final : public Backend, private BufferOwner {
         bool write;
     };
 
+    // The (cos, sin) table of every position below rp.n_ctx for these rope parameters, built
+    // on the host (backends/rope_angles.h) and uploaded the first time they are seen.
+    const Tensor& rope_table(const RopeParams& rp);
     void before_free(const VulkanBuffer& buffer) override;
     const VulkanBuffer& own(const Buffer& b, const char* what) const;
     VkCommandBuffer recording();
@@ -145,6 +150,22 @@ class VulkanBackend final : public Backend, private BufferOwner {
     std::unordered_set<VkBuffer> in_flight_;  // buffers the recorded commands use
     std::unique_ptr<Buffer> scratch_;         // see scratch(); after in_flight_, destroyed first
     std::unique_ptr<Buffer> gelu_table_;      // backends/gelu_table.h on the device, made by gelu()
+    struct RopeKey {
+        int64_t head_dim, n_rot;
+        float freq_base;
+        int scaling;
+        float scaling_factor;
+        int64_t orig_ctx;
+        float llama3_low, llama3_high, yarn_fast, yarn_slow;
+        int64_t n_ctx;
+        std::vector<float> freq_factors;
+        bool operator==(const RopeKey&) const = default;
+    };
+    struct RopeTable {
+        std::unique_ptr<Buffer> buffer;
+        Tensor tensor;
+    };
+    std::vector<std::pair<RopeKey, RopeTable>> rope_tables_;  // see rope_table()
 };
 
 }  // namespace deskside::backends::vulkan

@@ -28,40 +28,34 @@ constexpr int64_t kElementsPerGroup = 64 * 32;
 
 }  // namespace
 
-void record_get_rows(VulkanBackend& be, const Tensor& table, std::span<const int32_t> ids, const Tensor& dst) {
+void record_get_rows(VulkanBackend& be, const Tensor& table, const Tensor& ids, const Tensor& dst) {
     const char* suffix = vulkan_type_suffix(table.type);
     if (!suffix)
         throw std::invalid_argument("vulkan get_rows: unsupported table type " + std::string(quant::type_info(table.type).name));
-    if (dst.type != quant::TypeId::F32 || dst.ne0 != table.ne0 || dst.ne1 != static_cast<int64_t>(ids.size()))
-        throw std::invalid_argument("vulkan get_rows: dst must be [" + std::to_string(table.ne0) + ", " +
-                                    std::to_string(ids.size()) + "] f32, got [" + std::to_string(dst.ne0) + ", " +
+    if (dst.type != quant::TypeId::F32 || dst.ne0 != table.ne0)
+        throw std::invalid_argument("vulkan get_rows: dst must be [" + std::to_string(table.ne0) + ", n] f32, got [" +
+                                    std::to_string(dst.ne0) + ", " +
                                     std::to_string(dst.ne1) + "] " + std::string(quant::type_info(dst.type).name));
     require_weight_alignment(table, "get_rows");
     if (dst.offset % 4 || dst.row_stride % 4)
         throw std::invalid_argument("vulkan get_rows: dst must be 4-byte aligned (offset " + std::to_string(dst.offset) + ")");
-    for (int32_t id : ids) {
-        if (id < 0 || id >= table.ne1)
-            throw std::out_of_range("vulkan get_rows: row id " + std::to_string(id) + " outside [0, " +
-                                    std::to_string(table.ne1) + ")");
-    }
-    if (ids.empty() || table.ne0 == 0) return;
+    const int64_t n_ids = dst.ne1;
+    if (n_ids == 0 || table.ne0 == 0) return;
 
     const Pipeline& pipe = be.pipeline(weight_shader(be, std::string("get_rows_") + suffix, table.type), 3, sizeof(GetRowsParams));
-    const Binding id_binding = be.upload_args(ids.data(), ids.size_bytes());
-    const int64_t n_ids = static_cast<int64_t>(ids.size());
+    const Binding id_binding = be.bind_index(ids, 0, n_ids, "get_rows");
     const int64_t window = be.rows_per_binding(table);
     const int64_t ids_step = be.rows_per_binding(dst);
     const uint64_t groups_per_id = static_cast<uint64_t>((table.ne0 + kElementsPerGroup - 1) / kElementsPerGroup);
     for (int64_t r0 = 0; r0 < table.ne1; r0 += window) {
         const int64_t nr = std::min(window, table.ne1 - r0);
-        if (std::none_of(ids.begin(), ids.end(), [&](int32_t id) { return id >= r0 && id < r0 + nr; })) continue;
         const Binding tb = be.bind_rows(table, r0, nr, Access::Read);
         for (int64_t i0 = 0; i0 < n_ids; i0 += ids_step) {
             const int64_t ni = std::min(ids_step, n_ids - i0);
             const Binding db = be.bind_rows(dst, i0, ni, Access::Write);
             const GetRowsParams params{static_cast<uint32_t>(table.ne0),
                                        static_cast<uint32_t>(ni),
-                                       static_cast<uint32_t>(i0),
+                                       static_cast<uint32_t>(i0 + id_binding.skip_bytes / 4),
                                        static_cast<uint32_t>(r0),
                                        static_cast<uint32_t>(nr),
                                        tb.skip_bytes,

@@ -27,7 +27,7 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
 
 // dst[:, i] = table row ids[i] as F32 (Backend::get_rows): bit-identical to quant::to_float.
 // Throws std::out_of_range for an id outside the table.
-void record_get_rows(VulkanBackend& be, const Tensor& table, std::span<const int32_t> ids, const Tensor& dst);
+void record_get_rows(VulkanBackend& be, const Tensor& table, const Tensor& ids, const Tensor& dst);
 
 // Throws std::invalid_argument unless w's offset and row stride suit the weight shaders
 // (even, or a multiple of 4 for F32); GGUF tensors always do.

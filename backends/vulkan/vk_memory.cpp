@@ -7,9 +7,10 @@
 
 namespace deskside::backends::vulkan {
 
-VulkanBuffer::VulkanBuffer(const VulkanDevice& device, BufferOwner* owner, size_t bytes, VkMemoryPropertyFlags required,
+VulkanBuffer::VulkanBuffer(const Backend& backend, const VulkanDevice& device, BufferOwner* listener, size_t bytes,
+                           VkMemoryPropertyFlags required,
                            VkMemoryPropertyFlags preferred)
-    : device_(device), owner_(owner), size_(bytes) {
+    : Buffer(backend), device_(device), listener_(listener), size_(bytes) {
     const DeviceCaps& caps = device.caps();
     if (caps.max_memory_allocation_size && bytes > caps.max_memory_allocation_size)
         throw std::runtime_error("vulkan: buffer of " + std::to_string(bytes) + " bytes exceeds " + caps.name +
@@ -46,14 +47,14 @@ VulkanBuffer::VulkanBuffer(const VulkanDevice& device, BufferOwner* owner, size_
 }
 
 VulkanBuffer::~VulkanBuffer() {
-    if (owner_) owner_->before_free(*this);
+    if (listener_) listener_->before_free(*this);
     VkDevice dev = device_.handle();
     vkDestroyBuffer(dev, buffer_, nullptr);
     vkFreeMemory(dev, memory_, nullptr);  // unmaps implicitly
 }
 
-HostRing::HostRing(const VulkanDevice& device, size_t bytes)
-    : buffer_(device, nullptr, bytes, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+HostRing::HostRing(const Backend& backend, const VulkanDevice& device, size_t bytes)
+    : buffer_(backend, device, nullptr, bytes, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
               VK_MEMORY_PROPERTY_HOST_CACHED_BIT) {}
 
 size_t HostRing::free_bytes(size_t alignment) const {

@@ -25,8 +25,10 @@ class BufferOwner {
 // One VkBuffer with its own allocation. Storage + transfer usage, so any op can bind it.
 class VulkanBuffer final : public Buffer {
    public:
-    // owner: the backend that created it (ops refuse buffers of another backend); may be null.
-    VulkanBuffer(const VulkanDevice& device, BufferOwner* owner, size_t bytes, VkMemoryPropertyFlags required,
+    // backend: the backend that created it (Buffer::owner; ops refuse buffers of another
+    // backend); listener: told before the memory is freed, may be null.
+    VulkanBuffer(const Backend& backend, const VulkanDevice& device, BufferOwner* listener, size_t bytes,
+                 VkMemoryPropertyFlags required,
                  VkMemoryPropertyFlags preferred);
     ~VulkanBuffer() override;
     VulkanBuffer(const VulkanBuffer&) = delete;
@@ -36,13 +38,12 @@ class VulkanBuffer final : public Buffer {
     // Bytes of the VkBuffer: size() rounded up to whole 4-byte words.
     size_t word_size() const { return size_ == 0 ? 4 : (size_ + 3) / 4 * 4; }
     VkBuffer handle() const { return buffer_; }
-    const BufferOwner* owner() const { return owner_; }
     // Host pointer to the start, or nullptr when the memory is not host-visible.
     uint8_t* mapped() const { return mapped_; }
 
    private:
     const VulkanDevice& device_;
-    BufferOwner* owner_;
+    BufferOwner* listener_;
     size_t size_;
     VkBuffer buffer_ = VK_NULL_HANDLE;
     VkDeviceMemory memory_ = VK_NULL_HANDLE;
@@ -53,7 +54,7 @@ class VulkanBuffer final : public Buffer {
 // that submission has completed (the backend calls reset() after its fence).
 class HostRing {
    public:
-    HostRing(const VulkanDevice& device, size_t bytes);
+    HostRing(const Backend& backend, const VulkanDevice& device, size_t bytes);
     const VulkanBuffer& buffer() const { return buffer_; }
     size_t capacity() const { return buffer_.size(); }
     size_t free_bytes(size_t alignment) const;

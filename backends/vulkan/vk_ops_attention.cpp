@@ -1,6 +1,5 @@
 // Vulkan attention over the paged KV cache (shaders/attention.comp). Positions and block tables
-// are uploaded per call as one argument buffer: {pos, table offset, n_blocks} per query, then the
-// tables.
+// are the step's argument tensor (backends/backend.h, kAttentionQueryWords), bound as it is.
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@ struct AttentionPush {
     float scale;
     uint32_t q_offset, q_stride, k_offset, k_stride, v_offset, v_stride, o_offset, o_stride;
     uint32_t first_query;  // index of this dispatch's first query in the argument buffer
+    uint32_t args_offset;  // element of the arguments' first word in their binding
 };
 
 // The kernel for the cache types; with shaderFloat64, the one that gives the CPU's bits (_exact).
@@ -33,16 +33,14 @@ std::string attention_variant(const KvCacheView& kv, bool fp64) {
 
 }  // namespace
 
-void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<const AttentionQuery> queries,
-                              const AttentionParams& p, const Tensor& out) {
+void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor& queries, const AttentionParams& p,
+                              const Tensor& out) {
     const char* op = "attention";
     require_f32(q, op, "q");
     require_f32(out, op, "out");
     require(q.ne0 == p.n_head * p.head_dim && out.ne0 == p.n_head * p.head_dim_v && out.ne1 == q.ne1, op,
             "q " + shape_of(q) + " / out " + shape_of(out) + " do not match n_head " + std::to_string(p.n_head) +
                 " x head_dim " + std::to_string(p.head_dim) + " / head_dim_v " + std::to_string(p.head_dim_v));
-    require(static_cast<int64_t>(queries.size()) == q.ne1, op,
-            std::to_string(queries.size()) + " queries for " + std::to_string(q.ne1) + " rows of q");
     require(p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0, op, "n_head must be a multiple of n_head_kv");
     require(p.head_dim <= kMaxHeadDim && p.head_dim_v <= kMaxHeadDim, op,
             "head dimensions above " + std::to_string(kMaxHeadDim) + " are not supported");
@@ -52,26 +50,10 @@ void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<
     const std::string variant = attention_variant(kv, caps().fp64);
     if (q.ne1 == 0) return;
 
-    // Arguments: the per-query header, then the block tables.
-    std::vector<int32_t> args(3 * queries.size());
-    for (size_t i = 0; i < queries.size(); ++i) {
-        const AttentionQuery& aq = queries[i];
-        require(aq.pos >= 0 && static_cast<int64_t>(aq.blocks.size()) * kv.block_size > aq.pos, op,
-                "query " + std::to_string(i) + ": position " + std::to_string(aq.pos) + " beyond its block table of " +
-                    std::to_string(aq.blocks.size()) + " blocks");
-        args[3 * i] = aq.pos;
-        args[3 * i + 1] = static_cast<int32_t>(args.size());  // the table starts where it is appended
-        args[3 * i + 2] = static_cast<int32_t>(aq.blocks.size());
-        for (int32_t b : aq.blocks) {
-            require(b >= 0 && (static_cast<int64_t>(b) + 1) * kv.block_size <= kv.k.ne1 &&
-                        (static_cast<int64_t>(b) + 1) * kv.block_size <= kv.v.ne1,
-                    op, "block " + std::to_string(b) + " outside the cache of " + std::to_string(kv.k.ne1) + " rows");
-            args.push_back(b);
-        }
-    }
-
     const Pipeline& pl = pipeline(variant, 5, sizeof(AttentionPush));
-    const Binding ba = upload_args(args.data(), args.size() * sizeof(int32_t));
+    require(queries.type == quant::TypeId::I32 && queries.ne0 >= kAttentionQueryWords * q.ne1, op,
+            "the arguments must be I32 with at least 3 words per query, got " + shape_of(queries));
+    const Binding ba = bind_index(queries, 0, queries.ne0, op);
     // The cache of one layer is bound whole (positions are scattered over it).
     const Binding bk = bind(kv.k, Access::Read);
     const Binding bv = bind(kv.v, Access::Read);
@@ -84,7 +66,7 @@ void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, std::span<
                            words(bq.skip_bytes), static_cast<uint32_t>(q.row_stride / 4), bk.skip_bytes,
                            static_cast<uint32_t>(kv.k.row_stride), bv.skip_bytes, static_cast<uint32_t>(kv.v.row_stride),
                            words(bo.skip_bytes), static_cast<uint32_t>(out.row_stride / 4),
-                           static_cast<uint32_t>(first)};
+                           static_cast<uint32_t>(first), words(ba.skip_bytes)};
         dispatch(pl, {bq, bk, bv, bo, ba}, &push, groups(static_cast<uint64_t>(n) * p.n_head));
     });
 }

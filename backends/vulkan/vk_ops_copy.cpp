@@ -11,7 +11,7 @@ namespace {
 constexpr int64_t kChunk = 256;  // elements per workgroup (convert.comp)
 
 struct ConvertPush {
-    uint32_t ne0, n_rows, src_offset, src_stride, dst_offset, dst_stride, has_ids, chunks_per_row;
+    uint32_t ne0, n_rows, src_offset, src_stride, dst_offset, dst_stride, has_ids, chunks_per_row, ids_offset;
 };
 
 // The convert variant for a type pair; throws naming the pair when there is none.
@@ -39,19 +39,14 @@ void VulkanBackend::copy(const Tensor& src, const Tensor& dst) {
         const Binding bd = bind_rows(dst, first, n, Access::ReadWrite);
         const ConvertPush push{static_cast<uint32_t>(src.ne0), static_cast<uint32_t>(n), bs.skip_bytes,
                                static_cast<uint32_t>(src.row_stride), bd.skip_bytes, static_cast<uint32_t>(dst.row_stride),
-                               0, chunks};
+                               0, chunks, 0};
         // The shader never reads the ids binding without has_ids; src stands in for it.
         dispatch(p, {bs, bd, bs}, &push, groups(static_cast<uint64_t>(n) * chunks));
     });
 }
 
-void VulkanBackend::set_rows(const Tensor& src, const Tensor& dst, std::span<const int32_t> rows) {
+void VulkanBackend::set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) {
     require(src.ne0 == dst.ne0, "set_rows", "row widths differ: src " + shape_of(src) + ", dst " + shape_of(dst));
-    require(static_cast<int64_t>(rows.size()) == src.ne1, "set_rows",
-            std::to_string(rows.size()) + " row ids for " + std::to_string(src.ne1) + " source rows");
-    for (size_t i = 0; i < rows.size(); ++i)
-        require(rows[i] >= 0 && rows[i] < dst.ne1, "set_rows",
-                "row id " + std::to_string(rows[i]) + " (index " + std::to_string(i) + ") outside dst " + shape_of(dst));
     const std::string variant = convert_variant("set_rows", src, dst);
     if (src.ne1 == 0 || src.ne0 == 0) return;
     const Pipeline& p = pipeline(variant, 3, sizeof(ConvertPush));
@@ -59,11 +54,11 @@ void VulkanBackend::set_rows(const Tensor& src, const Tensor& dst, std::span<con
     // The destination (a KV cache layer) is bound whole: its rows are scattered.
     const Binding bd = bind(dst, Access::ReadWrite);
     for_row_chunks(*this, src.ne1, {&src}, [&](int64_t first, int64_t n) {
-        const Binding ids = upload_args(rows.data() + first, n * sizeof(int32_t));
+        const Binding ids = bind_index(rows, first, n, "set_rows");
         const Binding bs = bind_rows(src, first, n, Access::Read);
         const ConvertPush push{static_cast<uint32_t>(src.ne0), static_cast<uint32_t>(n), bs.skip_bytes,
                                static_cast<uint32_t>(src.row_stride), bd.skip_bytes, static_cast<uint32_t>(dst.row_stride),
-                               1, chunks};
+                               1, chunks, words(ids.skip_bytes)};
         dispatch(p, {bs, bd, ids}, &push, groups(static_cast<uint64_t>(n) * chunks));
     });
 }

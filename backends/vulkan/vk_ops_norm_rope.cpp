@@ -1,4 +1,4 @@
-// Vulkan rms_norm, softmax (shaders/rownorm.comp) and rope (shaders/rope.comp, rotations from
+// Vulkan rms_norm (shaders/rownorm.comp) and rope (shaders/rope.comp, rotations from
 // backends/rope_angles.h on the host).
 #include <vector>
 
@@ -23,7 +23,7 @@ struct RowNormPush {
 };
 
 struct RopePush {
-    uint32_t n_tokens, x_offset, x_stride, n_head, head_dim, n_rot, neox;
+    uint32_t n_tokens, x_offset, x_stride, n_head, head_dim, n_rot, neox, pos_offset;
 };
 
 }  // namespace
@@ -52,53 +52,56 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
     });
 }
 
-void VulkanBackend::softmax(const Tensor& x) {
-    require_f32(x, "softmax", "x");
-    if (x.ne1 == 0) return;
-    const char* variant = caps().fp64 ? "softmax_exact" : caps().subgroup_arithmetic ? "softmax_sg" : "softmax";
-    const Pipeline& p = pipeline(variant, 1, sizeof(RowNormPush), {kRowGroup});
-    for_row_chunks(*this, x.ne1, {&x}, [&](int64_t first, int64_t n) {
-        const Binding bx = bind_rows(x, first, n, Access::ReadWrite);
-        const RowNormPush push{static_cast<uint32_t>(x.ne0), static_cast<uint32_t>(n),
-                               words(bx.skip_bytes), static_cast<uint32_t>(x.row_stride / 4), 0, 0, 0, 0, 0.0f};
-        dispatch(p, {bx}, &push, groups(n));
-    });
+const Tensor& VulkanBackend::rope_table(const RopeParams& rp) {
+    RopeKey key{rp.head_dim, rp.n_rot, rp.freq_base, static_cast<int>(rp.scaling), rp.scaling_factor, rp.orig_ctx,
+                rp.llama3_low_freq_factor, rp.llama3_high_freq_factor, rp.yarn_beta_fast, rp.yarn_beta_slow,
+                rp.n_ctx, std::vector<float>(rp.freq_factors.begin(), rp.freq_factors.end())};
+    for (const auto& [k, t] : rope_tables_)
+        if (k == key) return t.tensor;
+    const int64_t half = rp.n_rot / 2;
+    // The rotations of every position, interleaved (cos, sin) per pair: the CPU backend's values.
+    std::vector<float> rotations(static_cast<size_t>(rp.n_ctx * half * 2));
+    std::vector<float> cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
+    for (int64_t pos = 0; pos < rp.n_ctx; ++pos) {
+        rope_angles(rp, static_cast<int32_t>(pos), cos_row.data(), sin_row.data());
+        for (int64_t i = 0; i < half; ++i) {
+            rotations[2 * (pos * half + i)] = cos_row[i];
+            rotations[2 * (pos * half + i) + 1] = sin_row[i];
+        }
+    }
+    RopeTable table;
+    table.buffer = alloc(rotations.size() * sizeof(float));
+    upload(*table.buffer, 0, rotations.data(), rotations.size() * sizeof(float));
+    table.tensor = make_tensor(table.buffer.get(), 0, quant::TypeId::F32, half * 2, rp.n_ctx);
+    rope_tables_.emplace_back(std::move(key), std::move(table));
+    return rope_tables_.back().second.tensor;
 }
 
-void VulkanBackend::rope(const Tensor& x, std::span<const int32_t> positions, const RopeParams& rp) {
+void VulkanBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& rp) {
     require_f32(x, "rope", "x");
     require(x.ne0 == rp.n_head * rp.head_dim, "rope", "x " + shape_of(x) + " is not n_head * head_dim wide");
-    require(static_cast<int64_t>(positions.size()) == x.ne1, "rope",
-            std::to_string(positions.size()) + " positions for " + std::to_string(x.ne1) + " tokens");
     require(rp.n_rot <= rp.head_dim && rp.n_rot % 2 == 0 && rp.n_rot > 0, "rope",
             "n_rot " + std::to_string(rp.n_rot) + " must be even and at most head_dim " + std::to_string(rp.head_dim));
     require(rp.freq_factors.empty() || static_cast<int64_t>(rp.freq_factors.size()) >= rp.n_rot / 2, "rope",
             "freq_factors holds " + std::to_string(rp.freq_factors.size()) + " values, n_rot / 2 needed");
+    require(rp.n_ctx > 0, "rope", "n_ctx (the bound on positions) must be set");
     if (x.ne1 == 0) return;
     RopePush push{};
     push.n_head = static_cast<uint32_t>(rp.n_head);
     push.head_dim = static_cast<uint32_t>(rp.head_dim);
     push.n_rot = static_cast<uint32_t>(rp.n_rot);
     push.neox = rp.neox ? 1 : 0;
-    const Pipeline& p = pipeline(caps().fp64 ? "rope_exact" : "rope", 2, sizeof(RopePush), {kEltwiseGroup});
+    const Pipeline& p = pipeline(caps().fp64 ? "rope_exact" : "rope", 3, sizeof(RopePush), {kEltwiseGroup});
     const int64_t half = rp.n_rot / 2;
-    // The rotations of every token, interleaved (cos, sin) per pair: the CPU backend's values.
-    std::vector<float> rotations, cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
+    const Binding rot = bind(rope_table(rp), Access::Read);
     for_row_chunks(*this, x.ne1, {&x}, [&](int64_t first, int64_t n) {
-        rotations.resize(static_cast<size_t>(n * half * 2));
-        for (int64_t t = 0; t < n; ++t) {
-            rope_angles(rp, positions[first + t], cos_row.data(), sin_row.data());
-            for (int64_t i = 0; i < half; ++i) {
-                rotations[2 * (t * half + i)] = cos_row[i];
-                rotations[2 * (t * half + i) + 1] = sin_row[i];
-            }
-        }
-        const Binding rot = upload_args(rotations.data(), rotations.size() * sizeof(float));
+        const Binding bp = bind_index(positions, first, n, "rope");
         const Binding bx = bind_rows(x, first, n, Access::ReadWrite);
         push.n_tokens = static_cast<uint32_t>(n);
         push.x_offset = words(bx.skip_bytes);
         push.x_stride = static_cast<uint32_t>(x.row_stride / 4);
-        dispatch(p, {bx, rot}, &push, groups((n * half + kEltwiseGroup - 1) / kEltwiseGroup));
+        push.pos_offset = words(bp.skip_bytes);
+        dispatch(p, {bx, rot, bp}, &push, groups((n * half + kEltwiseGroup - 1) / kEltwiseGroup));
     });
 }
 

@@ -33,6 +33,7 @@
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/quant.h"
+#include "support/index_args.h"
 
 namespace cpu = deskside::backends::cpu;
 namespace q = deskside::quant;
@@ -96,14 +97,14 @@ TEST_CASE("get_rows of a repacked weight matrix gives the dequantized original r
         INFO(q::type_info(type).name);
         const auto w = weight_rows(type, k, rows, false, rng);
         auto buf = be.map_weight_matrix(w.data(), type, k, rows);
-        const auto layout = static_cast<cpu::HostBuffer*>(buf.get())->layout();
+        const auto layout = static_cast<cpu::HostBuffer&>(*buf).layout();
         CHECK(layout == (expect_x8 ? cpu::x8_layout_of(type) : cpu::WeightLayout::Plain));
         const deskside::backends::Tensor table = deskside::backends::make_tensor(buf.get(), 0, type, k, rows);
         std::vector<int32_t> ids;
         for (int32_t r = rows - 1; r >= 0; --r) ids.push_back(r);
         ids.push_back(7), ids.push_back(7), ids.push_back(16);
         auto out = be.alloc(ids.size() * k * sizeof(float));
-        be.get_rows(table, ids, deskside::backends::make_tensor(out.get(), 0, TypeId::F32, k, static_cast<int64_t>(ids.size())));
+        be.get_rows(table, deskside::test::index_tensor(be, ids), deskside::backends::make_tensor(out.get(), 0, TypeId::F32, k, static_cast<int64_t>(ids.size())));
         std::vector<float> got(ids.size() * k), want(k);
         be.download(*out, 0, got.data(), got.size() * sizeof(float));
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -113,7 +114,7 @@ TEST_CASE("get_rows of a repacked weight matrix gives the dequantized original r
         // Rows of an x8 matrix are not separately addressable.
         if (layout != cpu::WeightLayout::Plain) {
             const int32_t first = 0;
-            CHECK_THROWS_WITH(be.get_rows(table.rows(8, 8), {&first, 1}, deskside::backends::make_tensor(out.get(), 0, TypeId::F32, k, 1)),
+            CHECK_THROWS_WITH(be.get_rows(table.rows(8, 8), deskside::test::index_tensor(be, {first}), deskside::backends::make_tensor(out.get(), 0, TypeId::F32, k, 1)),
                               Catch::Contains("whole"));
             CHECK_THROWS_WITH(be.copy(table.rows(0, 1), deskside::backends::make_tensor(out.get(), 0, TypeId::F32, k, 1)),
                               Catch::Contains("row-interleaved"));

@@ -19,6 +19,7 @@
 #include "backends/devices.h"
 #include "backends/exp_rounded.h"
 #include "op_harness.h"
+#include "support/index_args.h"
 
 namespace deskside::backends {
 namespace {
@@ -137,7 +138,9 @@ TEST_CASE("vulkan rope gives the CPU's bits (its rotations, one FMA each)", "[vu
         check_same_bits(*vk, neox ? "rope neox" : "rope", activation_like(p.n_head * p.head_dim * n, 7, 4.0f),
                         p.n_head * p.head_dim, [&](Backend& be, const Tensor& x, const Tensor& y) {
                             be.copy(x, y);
-                            be.rope(y, pos, p);
+                            backends::RopeParams rp = p;
+                            rp.n_ctx = 5000;
+                            be.rope(y, test::index_tensor(be, pos), rp);
                         });
     }
 }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ class CountingBackend : public backends::Backend {
    public:
     explicit CountingBackend(backends::Backend& inner) : inner_(inner) {}
     uint64_t bytes = 0;
+    // A type this device claims it cannot compute with (supports() says no), to test placement.
+    std::optional<quant::TypeId> refuse;
 
     std::string name() const override { return inner_.name(); }
     std::unique_ptr<backends::Buffer> alloc(size_t n) override {
@@ -39,29 +42,36 @@ class CountingBackend : public backends::Backend {
     }
     void upload(backends::Buffer& dst, size_t off, const void* src, size_t n) override { inner_.upload(dst, off, src, n); }
     void download(const backends::Buffer& src, size_t off, void* dst, size_t n) override { inner_.download(src, off, dst, n); }
-    void synchronize() override { inner_.synchronize(); }
-    void get_rows(const backends::Tensor& t, std::span<const int32_t> ids, const backends::Tensor& d) override {
+    bool supports(backends::Op op, quant::TypeId type) const override {
+        return type != refuse && inner_.supports(op, type);
+    }
+    // Buffers are the inner backend's (their owner), so copies go through it.
+    void copy_to(const backends::Buffer& src, size_t so, backends::Backend& to, backends::Buffer& dst, size_t doff,
+                 size_t n) override {
+        auto* counting = dynamic_cast<CountingBackend*>(&to);
+        inner_.copy_to(src, so, counting ? counting->inner_ : to, dst, doff, n);
+    }
+    void get_rows(const backends::Tensor& t, const backends::Tensor& ids, const backends::Tensor& d) override {
         inner_.get_rows(t, ids, d);
     }
     void matmul(const backends::Tensor& w, const backends::Tensor& x, const backends::Tensor& y) override { inner_.matmul(w, x, y); }
     void rms_norm(const backends::Tensor& x, const backends::Tensor& w, float eps, const backends::Tensor& y) override {
         inner_.rms_norm(x, w, eps, y);
     }
-    void rope(const backends::Tensor& x, std::span<const int32_t> pos, const backends::RopeParams& p) override {
+    void rope(const backends::Tensor& x, const backends::Tensor& pos, const backends::RopeParams& p) override {
         inner_.rope(x, pos, p);
     }
-    void attention(const backends::Tensor& q, const backends::KvCacheView& kv, std::span<const backends::AttentionQuery> qs,
+    void attention(const backends::Tensor& q, const backends::KvCacheView& kv, const backends::Tensor& qs,
                    const backends::AttentionParams& p, const backends::Tensor& out) override {
         inner_.attention(q, kv, qs, p, out);
     }
-    void softmax(const backends::Tensor& x) override { inner_.softmax(x); }
     void silu(const backends::Tensor& x, const backends::Tensor& y) override { inner_.silu(x, y); }
     void gelu(const backends::Tensor& x, const backends::Tensor& y) override { inner_.gelu(x, y); }
     void add(const backends::Tensor& a, const backends::Tensor& b, const backends::Tensor& y) override { inner_.add(a, b, y); }
     void mul(const backends::Tensor& a, const backends::Tensor& b, const backends::Tensor& y) override { inner_.mul(a, b, y); }
     void scale(const backends::Tensor& x, float s, const backends::Tensor& y) override { inner_.scale(x, s, y); }
     void copy(const backends::Tensor& s, const backends::Tensor& d) override { inner_.copy(s, d); }
-    void set_rows(const backends::Tensor& s, const backends::Tensor& d, std::span<const int32_t> rows) override {
+    void set_rows(const backends::Tensor& s, const backends::Tensor& d, const backends::Tensor& rows) override {
         inner_.set_rows(s, d, rows);
     }
 
@@ -215,6 +225,31 @@ TEST_CASE("bad layer ranges are rejected before anything is placed", "[engine][s
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{{&a, 0, 5}, {&b, 5, 5}}), Catch::Contains("at least one layer"));
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{{nullptr, 0, 5}}), Catch::Contains("no backend"));
     CHECK_THROWS_WITH(Model(info, std::vector<DeviceLayers>{}), Catch::Contains("no devices"));
+}
+
+TEST_CASE("a device that cannot run a tensor's or the cache's type is refused before anything loads", "[engine][split]") {
+    const models::ModelInfo info = models::load_model(shared_path("models/stories260K-q8_0.gguf"));
+    backends::cpu::CpuBackend cpu(1);
+    CountingBackend first(cpu), second(cpu);
+    second.refuse = quant::TypeId::Q8_0;
+    const int64_t half = info.hparams.n_layer / 2;
+    // The second device gets Q8_0 tensors (its layers, the output head) it says it cannot run: the
+    // error names a tensor, the type and the op, and neither device allocated a byte.
+    CHECK_THROWS_WITH(Model(info, {{&first, 0, half}, {&second, half, info.hparams.n_layer}}),
+                      Catch::Contains("tensor '") && Catch::Contains("is q8_0") && Catch::Contains("no matmul for q8_0"));
+    CHECK(first.bytes + second.bytes == 0);
+    // A cache type the device refuses (an F32 model, so only the cache is Q8_0).
+    const models::ModelInfo f32 = models::load_model(shared_path("models/stories260K.gguf"));
+    EngineOptions q8_cache;
+    q8_cache.cache.type_k = quant::TypeId::Q8_0;
+    CHECK_THROWS_WITH(Model(f32, {{&second, 0, f32.hparams.n_layer}}, q8_cache),
+                      Catch::Contains("the K cache is q8_0") && Catch::Contains("no set_rows"));
+    CHECK(second.bytes == 0);
+    // What it supports loads.
+    second.refuse.reset();
+    Model ok(info, {{&first, 0, half}, {&second, half, info.hparams.n_layer}});
+    CHECK(first.bytes > 0);
+    CHECK(second.bytes > 0);
 }
 
 }  // namespace deskside::engine

@@ -39,6 +39,7 @@ using backends::Buffer;
 using backends::Tensor;
 
 struct MirrorBuffer final : Buffer {
+    explicit MirrorBuffer(const Backend& owner) : Buffer(owner) {}
     std::unique_ptr<Buffer> device, cpu;
     size_t bytes = 0;
     size_t size() const override { return bytes; }
@@ -70,15 +71,18 @@ class MirrorBackend final : public Backend {
     std::map<std::string, KindStats> kinds;
 
     std::string name() const override { return "mirror(" + device_.name() + ")"; }
+    bool supports(backends::Op op, quant::TypeId type) const override {
+        return device_.supports(op, type) && cpu_.supports(op, type);
+    }
     std::unique_ptr<Buffer> alloc(size_t n) override {
-        auto b = std::make_unique<MirrorBuffer>();
+        auto b = std::make_unique<MirrorBuffer>(*this);
         b->device = device_.alloc(n);
         b->cpu = cpu_.alloc(n);
         b->bytes = n;
         return b;
     }
     std::unique_ptr<Buffer> map_weights(const void* host, size_t n) override {
-        auto b = std::make_unique<MirrorBuffer>();
+        auto b = std::make_unique<MirrorBuffer>(*this);
         b->device = device_.map_weights(host, n);
         b->cpu = cpu_.map_weights(host, n);
         b->bytes = n;
@@ -87,7 +91,7 @@ class MirrorBackend final : public Backend {
     // The CPU keeps some matrices row-interleaved (backends/cpu/repack.h), which changes its
     // summation order: the mirror must see the CPU as the engine uses it.
     std::unique_ptr<Buffer> map_weight_matrix(const void* host, quant::TypeId type, int64_t ne0, int64_t ne1) override {
-        auto b = std::make_unique<MirrorBuffer>();
+        auto b = std::make_unique<MirrorBuffer>(*this);
         b->device = device_.map_weight_matrix(host, type, ne0, ne1);
         b->cpu = cpu_.map_weight_matrix(host, type, ne0, ne1);
         b->bytes = quant::row_bytes(type, ne0) * static_cast<size_t>(ne1);
@@ -98,11 +102,10 @@ class MirrorBackend final : public Backend {
         cpu_.upload(*mb(dst).cpu, off, src, n);
     }
     void download(const Buffer& src, size_t off, void* dst, size_t n) override { device_.download(*mb(src).device, off, dst, n); }
-    void synchronize() override { device_.synchronize(); }
 
-    void get_rows(const Tensor& t, std::span<const int32_t> ids, const Tensor& d) override {
-        device_.get_rows(on_device(t), ids, on_device(d));
-        cpu_.get_rows(on_cpu(t), ids, on_cpu(d));
+    void get_rows(const Tensor& t, const Tensor& ids, const Tensor& d) override {
+        device_.get_rows(on_device(t), on_device(ids), on_device(d));
+        cpu_.get_rows(on_cpu(t), on_cpu(ids), on_cpu(d));
         settle("get_rows " + type_name(t), "get_rows " + shape(t) + " -> " + shape(d), d, all_rows(d));
     }
     void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
@@ -116,15 +119,15 @@ class MirrorBackend final : public Backend {
         cpu_.rms_norm(on_cpu(x), on_cpu(w), eps, on_cpu(y));
         settle("rms_norm", "rms_norm " + shape(x) + " -> " + shape(y), y, all_rows(y));
     }
-    void rope(const Tensor& x, std::span<const int32_t> pos, const backends::RopeParams& p) override {
-        device_.rope(on_device(x), pos, p);
-        cpu_.rope(on_cpu(x), pos, p);
+    void rope(const Tensor& x, const Tensor& pos, const backends::RopeParams& p) override {
+        device_.rope(on_device(x), on_device(pos), p);
+        cpu_.rope(on_cpu(x), on_cpu(pos), p);
         settle("rope", "rope " + shape(x), x, all_rows(x));
     }
-    void attention(const Tensor& q, const backends::KvCacheView& kv, std::span<const backends::AttentionQuery> qs,
-                   const backends::AttentionParams& p, const Tensor& out) override {
-        device_.attention(on_device(q), {on_device(kv.k), on_device(kv.v), kv.block_size}, qs, p, on_device(out));
-        cpu_.attention(on_cpu(q), {on_cpu(kv.k), on_cpu(kv.v), kv.block_size}, qs, p, on_cpu(out));
+    void attention(const Tensor& q, const backends::KvCacheView& kv, const Tensor& qs, const backends::AttentionParams& p,
+                   const Tensor& out) override {
+        device_.attention(on_device(q), {on_device(kv.k), on_device(kv.v), kv.block_size}, on_device(qs), p, on_device(out));
+        cpu_.attention(on_cpu(q), {on_cpu(kv.k), on_cpu(kv.v), kv.block_size}, on_cpu(qs), p, on_cpu(out));
         // With an F16 V cache the running sum is rounded to F16 after every position (as
         // llama.cpp's CPU flash attention does); exp()'s few-ulp freedom on the device then moves
         // an accumulator across an F16 rounding step now and then (2^-11 of the running sum, which
@@ -134,11 +137,6 @@ class MirrorBackend final : public Backend {
         settle("attention k " + type_name(kv.k) + " v " + type_name(kv.v), "attention q " + shape(q) + " -> " + shape(out),
                out, all_rows(out),
                f16_sum ? std::max(tolerance_, kF16AttentionSteps) : tolerance_);
-    }
-    void softmax(const Tensor& x) override {
-        device_.softmax(on_device(x));
-        cpu_.softmax(on_cpu(x));
-        settle("softmax", "softmax " + shape(x), x, all_rows(x));
     }
     void silu(const Tensor& x, const Tensor& y) override {
         device_.silu(on_device(x), on_device(y));
@@ -170,11 +168,12 @@ class MirrorBackend final : public Backend {
         cpu_.copy(on_cpu(s), on_cpu(d));
         settle("copy " + type_name(s) + " -> " + type_name(d), "copy " + shape(s) + " -> " + shape(d), d, all_rows(d));
     }
-    void set_rows(const Tensor& s, const Tensor& d, std::span<const int32_t> rows) override {
-        device_.set_rows(on_device(s), on_device(d), rows);
-        cpu_.set_rows(on_cpu(s), on_cpu(d), rows);
+    void set_rows(const Tensor& s, const Tensor& d, const Tensor& rows) override {
+        device_.set_rows(on_device(s), on_device(d), on_device(rows));
+        cpu_.set_rows(on_cpu(s), on_cpu(d), on_cpu(rows));
+        const std::span<const int32_t> ids = backends::cpu::host_i32(on_cpu(rows), s.ne1, "mirror set_rows");
         settle("set_rows -> " + type_name(d), "set_rows " + shape(s) + " -> " + shape(d), d,
-               std::vector<int32_t>(rows.begin(), rows.end()));
+               std::vector<int32_t>(ids.begin(), ids.end()));
     }
 
    private:

@@ -27,7 +27,8 @@ layout(binding = 0, std430) readonly buffer Q { float q[]; };
 layout(binding = 1, std430) readonly buffer K { uint k[]; };
 layout(binding = 2, std430) readonly buffer V { uint v[]; };
 layout(binding = 3, std430) writeonly buffer Out { float o[]; };
-// Per query: {pos, offset of its block table in `args`, number of blocks}, then the tables.
+// Per query: {pos, offset of its block table from the arguments' first word, number of blocks}
+// (backends/backend.h, kAttentionQueryWords); the arguments start at element args_offset.
 layout(binding = 4, std430) readonly buffer Args { int args[]; };
 
 layout(push_constant) uniform Params {
@@ -48,6 +49,7 @@ layout(push_constant) uniform Params {
     uint o_offset;  // elements
     uint o_stride;
     uint first_query;  // args index of this dispatch's query 0 (row-range splitting)
+    uint args_offset;  // elements
 } p;
 
 shared float q_f[kMaxHeadDim];   // q in the K dot type, as floats (F32/F16)
@@ -165,9 +167,9 @@ void main() {
     uint hk = h / (p.n_head / p.n_head_kv);
     uint t = gl_LocalInvocationID.x;
 
-    uint a = 3u * (p.first_query + qi);
+    uint a = p.args_offset + 3u * (p.first_query + qi);
     int pos = args[a];
-    uint table = uint(args[a + 1u]);
+    uint table = p.args_offset + uint(args[a + 1u]);
 
     // q in the K dot type.
     uint qb = p.q_offset + qi * p.q_stride + h * p.head_dim;

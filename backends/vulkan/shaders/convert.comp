@@ -27,8 +27,9 @@ layout(push_constant) uniform Params {
     uint src_stride;
     uint dst_offset;
     uint dst_stride;
-    uint has_ids;  // set_rows: destination row = ids[r]
+    uint has_ids;  // set_rows: destination row = ids[ids_offset + r]
     uint chunks_per_row;
+    uint ids_offset;  // elements
 } p;
 
 shared float vals[kChunk];
@@ -81,7 +82,7 @@ void main() {
     uint n = min(kChunk, p.ne0 - first);
     uint t = gl_LocalInvocationID.x;
 
-    uint dst_row = p.has_ids != 0 ? uint(ids[r]) : r;
+    uint dst_row = p.has_ids != 0 ? uint(ids[p.ids_offset + r]) : r;
     uint src_row_byte = p.src_offset + r * p.src_stride;
 #if defined(DST_F32)
     uint out_begin = first * 4u;

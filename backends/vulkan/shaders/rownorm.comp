@@ -1,15 +1,14 @@
 #version 450
-// Per-row reductions on F32 rows, one workgroup per row: rms_norm (OP_RMS_NORM) and in-place
-// softmax (OP_SOFTMAX). Thread t reduces elements t, t + WG, t + 2 WG, ... and the partial sums
+// rms_norm of F32 rows, one workgroup per row. Thread t reduces elements t, t + WG, t + 2 WG, ... and the partial sums
 // meet either in a fixed shared-memory tree or (USE_SUBGROUP, devices with subgroup arithmetic in
-// compute) in subgroupAdd/subgroupMax per subgroup, whose results are then added in subgroup
+// compute) in subgroupAdd per subgroup, whose results are then added in subgroup
 // order. Either way a row's result does not depend on the number of rows (batch invariance);
 // the two may round differently, which is why vk_ops_norm_rope.cpp picks one per device and uses
 // it for every row count. Variants: rownorm.variants.
 //
 // EXACT (devices with shaderFloat64): the CPU backend's arithmetic bit for bit instead, one
 // thread walking the row in order: rms_norm sums the float-rounded squares in double (llama.cpp's
-// order); softmax takes libm's expf (cpu_math.glsl) and sums in double. A row of a few thousand
+// order). A row of a few thousand
 // elements costs one thread a few thousand adds, small beside the matmuls around it.
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_SUBGROUP)
@@ -21,15 +20,9 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;  // a power of two
 
-#if defined(OP_RMS_NORM)
 layout(binding = 0, std430) readonly buffer X { float x[]; };
 layout(binding = 1, std430) readonly buffer W { float w[]; };
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
-#elif defined(OP_SOFTMAX)
-layout(binding = 0, std430) buffer X { float x[]; };
-#else
-#error "rownorm.comp: define OP_RMS_NORM or OP_SOFTMAX"
-#endif
 
 // Offsets and strides in elements, relative to each bound range.
 layout(push_constant) uniform Params {
@@ -50,7 +43,7 @@ shared float row_scale;
 #endif
 
 #if defined(USE_SUBGROUP)
-// Sum (or max) of every thread's `v`: one subgroup operation each, then the subgroups' results
+// Sum of every thread's `v`: one subgroup operation each, then the subgroups' results
 // in subgroup order; the result is valid in every thread. The whole workgroup reduces one row,
 // so how the driver groups invocations into subgroups does not matter.
 float reduce_sum(float v) {
@@ -62,37 +55,14 @@ float reduce_sum(float v) {
     barrier();
     return r;
 }
-
-float reduce_max(float v) {
-    const float s = subgroupMax(v);
-    if (subgroupElect()) partial[gl_SubgroupID] = s;
-    barrier();
-    float r = partial[0];
-    for (uint i = 1u; i < gl_NumSubgroups; ++i) r = max(r, partial[i]);
-    barrier();
-    return r;
-}
 #else
-// Sum (or max) of every thread's `v` in a fixed order; the result is valid in every thread.
+// Sum of every thread's `v` in a fixed order; the result is valid in every thread.
 float reduce_sum(float v) {
     uint t = gl_LocalInvocationID.x;
     partial[t] = v;
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
         if (t < s) partial[t] += partial[t + s];
-        barrier();
-    }
-    float r = partial[0];
-    barrier();
-    return r;
-}
-
-float reduce_max(float v) {
-    uint t = gl_LocalInvocationID.x;
-    partial[t] = v;
-    barrier();
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (t < s) partial[t] = max(partial[t], partial[t + s]);
         barrier();
     }
     float r = partial[0];
@@ -106,7 +76,6 @@ void main() {
     if (row >= p.n_rows) return;  // uniform per workgroup: the barriers stay in uniform control flow
     uint t = gl_LocalInvocationID.x;
     uint base = p.x_offset + row * p.x_stride;
-#if defined(OP_RMS_NORM)
 #if defined(EXACT)
     if (t == 0u) {
         precise double sum = 0.0LF;
@@ -131,34 +100,4 @@ void main() {
         precise float vw = v * w[p.w_offset + i];
         y[out_base + i] = p.has_weight != 0 ? vw : v;
     }
-#elif defined(EXACT)
-    if (t == 0u) {
-        float m = x[base];
-        for (uint i = 1u; i < p.ne0; ++i) m = max(m, x[base + i]);
-        precise double sum = 0.0LF;
-        for (uint i = 0u; i < p.ne0; ++i) {
-            precise float e = cpu_expf(x[base + i] - m);
-            x[base + i] = e;
-            sum += double(e);
-        }
-        row_scale = float(1.0LF / sum);
-    }
-    barrier();
-    for (uint i = t; i < p.ne0; i += WG) {
-        precise float v = x[base + i] * row_scale;
-        x[base + i] = v;
-    }
-#else
-    float m = -1.0 / 0.0;
-    for (uint i = t; i < p.ne0; i += WG) m = max(m, x[base + i]);
-    m = reduce_max(m);
-    float acc = 0.0;
-    for (uint i = t; i < p.ne0; i += WG) {
-        float e = exp(x[base + i] - m);
-        x[base + i] = e;
-        acc += e;
-    }
-    float inv = 1.0 / reduce_sum(acc);
-    for (uint i = t; i < p.ne0; i += WG) x[base + i] *= inv;
-#endif
 }

@@ -1,0 +1,67 @@
+// The CUDA kernels' launch functions: the contract between the CUDA backend (cuda_backend.cu,
+// which owns memory, streams and graphs and checks every op's arguments) and the kernel files
+// (kernels_*.cu), which only launch work on the stream they are given.
+//
+// This header is plain C++ (no CUDA types but the opaque stream), so both sides and the host
+// tests can include it. DevTensor is Tensor (backends/backend.h) resolved to a device address;
+// every pointer here is device memory. Launchers never synchronize and never allocate: scratch
+// comes from the caller, sized by the *_scratch_bytes functions, so every launch can be captured
+// in a CUDA graph.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "quant/types.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace deskside::backends::cuda {
+
+struct DevTensor {
+    uint8_t* data = nullptr;  // row 0
+    quant::TypeId type = quant::TypeId::F32;
+    int64_t ne0 = 0, ne1 = 0;
+    size_t row_stride = 0;  // bytes
+};
+
+// ---- weights (kernels_matmul.cu, kernels_get_rows.cu) -----------------------------------------
+// y = W x as Backend::matmul: x is quantized on the device to W's vec_dot_type exactly as quant/
+// does it, then dotted with integer arithmetic (dp4a) for quantized W. m <= 8 uses the mat-vec
+// kernels, larger m the tiled ones; either way each output is reduced in one fixed order that
+// does not depend on m (batch invariance).
+size_t matmul_scratch_bytes(quant::TypeId w_type, int64_t k, int64_t m);
+void launch_matmul(cudaStream_t stream, const DevTensor& w, const DevTensor& x, const DevTensor& y, void* scratch);
+// dst row i = table row ids[i] as F32, bit-identical to quant::to_float.
+void launch_get_rows(cudaStream_t stream, const DevTensor& table, const int32_t* ids, int64_t n_ids,
+                     const DevTensor& dst);
+// Which weight / table types the kernels above handle.
+bool matmul_supported(quant::TypeId w_type);
+
+// ---- attention (kernels_attention.cu) -----------------------------------------------------------
+// Backend::attention over the paged cache; `args` is the I32 argument tensor described at
+// kAttentionQueryWords. Long contexts are split at fixed multiples of kAttentionSplit positions
+// (never chosen from the batch), the parts merged in order.
+constexpr int64_t kAttentionSplit = 512;
+size_t attention_scratch_bytes(int64_t n_queries, const AttentionParams& p, int64_t cache_rows);
+void launch_attention(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
+                      int64_t block_size, const int32_t* args, const AttentionParams& p, const DevTensor& out,
+                      void* scratch);
+bool attention_supported(quant::TypeId k_type, quant::TypeId v_type);
+
+// ---- the rest (kernels_elementwise.cu, kernels_norm_rope.cu, kernels_copy.cu) -------------------
+void launch_rms_norm(cudaStream_t stream, const DevTensor& x, const DevTensor& weight, float eps, const DevTensor& y);
+// rotations: [n_rot / 2 pairs of (cos, sin)] per position, the table the backend built for
+// these RopeParams (positions < n_ctx); positions: n_tokens ids.
+void launch_rope(cudaStream_t stream, const DevTensor& x, const int32_t* positions, const float* rotations,
+                 const RopeParams& p);
+void launch_silu(cudaStream_t stream, const DevTensor& x, const DevTensor& y);
+void launch_gelu(cudaStream_t stream, const DevTensor& x, const DevTensor& y);
+void launch_add(cudaStream_t stream, const DevTensor& a, const DevTensor& b, const DevTensor& y);
+void launch_mul(cudaStream_t stream, const DevTensor& a, const DevTensor& b, const DevTensor& y);
+void launch_scale(cudaStream_t stream, const DevTensor& x, float s, const DevTensor& y);
+// dst = src converted (copy), or dst row rows[i] = src row i (set_rows; rows == nullptr: copy).
+void launch_convert_rows(cudaStream_t stream, const DevTensor& src, const DevTensor& dst, const int32_t* rows);
+
+}  // namespace deskside::backends::cuda
