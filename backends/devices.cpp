@@ -102,6 +102,8 @@ std::vector<std::string> device_apis() {
     return out;
 }
 
+void set_peer_access(bool on) { cuda::set_cuda_peer_access(on); }
+
 std::unique_ptr<Backend> open_device(const std::string& name, int n_threads) {
     for (const DeviceApiRow& row : kDeviceApis)
         if (std::unique_ptr<Backend> b = row.open(name, n_threads)) return b;

@@ -34,6 +34,10 @@ int device_split(const std::string& api);
 // The APIs in the registry table, in order ("cpu", "vulkan", "cuda").
 std::vector<std::string> device_apis();
 
+// Direct device-to-device copies where the API offers them (CUDA peer access, `--peer-access`);
+// off by default: copies between devices then go through host memory.
+void set_peer_access(bool on);
+
 // Opens a device by name. n_threads applies to "cpu". Throws std::invalid_argument naming the
 // device and listing the available names when it is unknown or unusable.
 std::unique_ptr<Backend> open_device(const std::string& name, int n_threads = 0);

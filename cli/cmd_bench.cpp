@@ -160,7 +160,7 @@ BatchedResult run_batched(engine::Model& model, std::mt19937& rng, long long pp,
 int run_batched_bench(const std::string& model_path, const DeviceFlags& devices, int threads, bool json,
                       const std::vector<long long>& pps, const std::vector<long long>& tgs,
                       const std::vector<long long>& pls) {
-    models::ModelInfo info = models::load_model(model_path);
+    models::ModelFile file = models::open_model_file(model_path);
     engine::EngineOptions opt;
     opt.n_batch = kMaxBatch;  // llama-batched-bench's default micro-batch
     long long max_pl = 1, n_positions = 1;
@@ -172,8 +172,8 @@ int run_batched_bench(const std::string& model_path, const DeviceFlags& devices,
                 n_positions = std::max(n_positions, pl * (pp + tg + opt.cache.block_size));
             }
     opt.cache.n_positions = n_positions;
-    const OpenedDevices opened = open_devices(info, devices, opt, max_pl, threads);
-    engine::Model model(std::move(info), opened.layers(), opt);
+    engine::LoadedModel opened = load_on_devices(std::move(file), devices, opt, max_pl, threads);
+    engine::Model& model = *opened.model;
 
     std::mt19937 rng(kTokenSeed);
     run_batched(model, rng, std::min<long long>(pps.front(), 16), 1, 1);  // warm-up: page in the weights
@@ -245,7 +245,8 @@ int run(Args& args) {
     if (n_prompt == 0 && n_gen == 0) throw UsageError("-p 0 and -n 0 leave nothing to measure");
     if (reps < 1 || reps > 1000) throw UsageError("-r must be in [1, 1000]");
 
-    models::ModelInfo info = models::load_model(*model_path);
+    models::ModelFile file = models::open_model_file(*model_path);
+    const models::ModelInfo& info = file.info;
     const std::string type = dominant_type(info);
     const uint64_t size = weight_bytes(info);
     const int64_t n_params = info.n_params();
@@ -254,8 +255,8 @@ int run(Args& args) {
     engine::EngineOptions opt;
     opt.n_batch = std::clamp<int64_t>(n_prompt, 1, kMaxBatch);
     opt.cache.n_positions = std::max<int64_t>(std::max(n_prompt, n_gen), 1);
-    const OpenedDevices opened = open_devices(info, devices, opt, 1, static_cast<int>(threads));
-    engine::Model model(std::move(info), opened.layers(), opt);
+    engine::LoadedModel opened = load_on_devices(std::move(file), devices, opt, 1, static_cast<int>(threads));
+    engine::Model& model = *opened.model;
 
     std::vector<TestResult> tests;
     if (n_prompt > 0) tests.push_back({"pp" + std::to_string(n_prompt), n_prompt, 0, {}});

@@ -145,7 +145,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The conversation and what the KV cache (sequence 0) holds of it.
 class ChatSession {
    public:
-    ChatSession(LoadedModel& m, models::ChatTemplate tmpl, std::vector<std::string> stop, engine::SamplerParams sampling,
+    ChatSession(FlagsModel& m, models::ChatTemplate tmpl, std::vector<std::string> stop, engine::SamplerParams sampling,
                 int64_t max_tokens)
         : m_(m), tmpl_(std::move(tmpl)), stop_(std::move(stop)), sampling_(sampling), max_tokens_(max_tokens) {
         const models::Tokenizer& tok = *m_.tokenizer;
@@ -269,7 +269,7 @@ class ChatSession {
         return ids;
     }
 
-    LoadedModel& m_;
+    FlagsModel& m_;
     models::ChatTemplate tmpl_;
     std::vector<std::string> stop_;
     engine::SamplerParams sampling_;
@@ -298,7 +298,7 @@ int run(Args& args) {
     const std::vector<std::string> extra_stop = args.values("--stop");
     args.finish();
 
-    LoadedModel m = load_model_from_flags(flags, 4096);
+    FlagsModel m = load_model_from_flags(flags, 4096);
     std::string source;
     std::vector<std::string> stop;
     if (template_file) {

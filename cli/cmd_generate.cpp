@@ -34,8 +34,8 @@ int run(Args& args) {
     if (n_predict < 0) throw UsageError("-n must be >= 0");
     gp.max_tokens = static_cast<int32_t>(n_predict);
 
-    const std::unique_ptr<models::Tokenizer> tokenizer = models::Tokenizer::load(*model_path);
-    const std::vector<int32_t> prompt_tokens = tokenizer->encode(*prompt, true, false);
+    models::ModelFile file = models::open_model_file(*model_path);
+    const std::vector<int32_t> prompt_tokens = file.tokenizer->encode(*prompt, true, false);
     if (prompt_tokens.empty()) throw UsageError("the prompt encodes to no tokens");
 
     engine::EngineOptions opt;
@@ -49,9 +49,9 @@ int run(Args& args) {
     if (opt.cache.n_positions < static_cast<int64_t>(prompt_tokens.size()) + n_predict)
         throw UsageError("--ctx-size " + std::to_string(opt.cache.n_positions) + " is smaller than the prompt (" +
                          std::to_string(prompt_tokens.size()) + " tokens) plus -n");
-    models::ModelInfo info = models::load_model(*model_path);
-    const OpenedDevices opened = open_devices(info, devices, opt, 1, static_cast<int>(threads));
-    engine::Model model(std::move(info), opened.layers(), opt);
+    engine::LoadedModel opened = load_on_devices(std::move(file), devices, opt, 1, static_cast<int>(threads));
+    engine::Model& model = *opened.model;
+    const models::Tokenizer* tokenizer = opened.tokenizer.get();
 
     const auto print = [](std::string_view text) {
         std::fwrite(text.data(), 1, text.size(), stdout);

@@ -156,17 +156,18 @@ int run(Args& args) {
 
     int rc = 0;
     try {
-        auto tokenizer = models::Tokenizer::load(*model_path);
-        models::ModelInfo info = models::load_model(*model_path);
-        const int64_t train_ctx = info.hparams.n_ctx_train > 0 ? info.hparams.n_ctx_train : 4096;
+        models::ModelFile file = models::open_model_file(*model_path);
+        const int64_t train_ctx = file.info.hparams.n_ctx_train > 0 ? file.info.hparams.n_ctx_train : 4096;
         eo.n_ctx = ctx ? *ctx : std::min<int64_t>(train_ctx, 4096);
         const int64_t bs = opt.cache.block_size;
         eo.kv_block_size = bs;
         opt.cache.n_positions = eo.n_parallel * ((eo.n_ctx + bs - 1) / bs) * bs;
         opt.n_batch = eo.n_batch;
-        if (!tmpl && info.chat_template) tmpl = models::ChatTemplate::parse(*info.chat_template);
-        const OpenedDevices opened = open_devices(info, devices, opt, eo.n_parallel, static_cast<int>(threads));
-        engine::Model model(std::move(info), opened.layers(), opt);
+        if (!tmpl && file.info.chat_template) tmpl = models::ChatTemplate::parse(*file.info.chat_template);
+        engine::LoadedModel opened =
+            load_on_devices(std::move(file), devices, opt, eo.n_parallel, static_cast<int>(threads));
+        engine::Model& model = *opened.model;
+        const std::unique_ptr<models::Tokenizer>& tokenizer = opened.tokenizer;
         http.metrics().kv_blocks_total = opt.cache.n_positions / bs;  // before the loop reports usage
         server::EngineLoop loop(model, *tokenizer, eo, http.metrics());
 

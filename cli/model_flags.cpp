@@ -21,6 +21,7 @@ DeviceFlags read_device_flags(Args& args) {
     DeviceFlags f;
     const auto devices = args.value("--devices");
     const auto split = args.value("--split");
+    f.peer_access = args.flag("--peer-access");
     f.given = devices || split;
     if (devices) {
         f.names = engine::comma_items(*devices);
@@ -39,21 +40,11 @@ DeviceFlags read_device_flags(Args& args) {
 }
 
 std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags) {
-    const std::vector<backends::DeviceInfo> known = backends::list_devices();
-    std::vector<engine::PlanDevice> devices;
-    for (const std::string& name : flags.names) {
-        const auto it = std::find_if(known.begin(), known.end(), [&](const backends::DeviceInfo& d) { return d.name == name; });
-        if (it == known.end() || !it->usable) {
-            std::string names;
-            for (const backends::DeviceInfo& d : known)
-                if (d.usable) names += (names.empty() ? "" : ", ") + d.name;
-            throw UsageError("--devices: " + (it == known.end() ? "unknown device '" + name + "'"
-                                                                : "device '" + name + "' is unusable (" + it->note + ")") +
-                             " (available: " + names + ")");
-        }
-        devices.push_back({name, it->free_memory});
+    try {
+        return engine::plan_device_list(flags.names);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
     }
-    return devices;
 }
 
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
@@ -66,36 +57,23 @@ engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine:
     }
 }
 
-std::vector<engine::DeviceLayers> OpenedDevices::layers() const {
-    std::vector<engine::DeviceLayers> out;
-    for (size_t i = 0; i < backends.size(); ++i)
-        out.push_back({backends[i].get(), plan.devices[i].layer_begin, plan.devices[i].layer_end});
-    return out;
+engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_parallel, int n_threads) {
+    engine::DeviceRequest r;
+    r.names = flags.names;
+    r.split = flags.split;
+    r.n_parallel = n_parallel;
+    r.n_threads = n_threads;
+    r.peer_access = flags.peer_access;
+    return r;
 }
 
-std::string OpenedDevices::summary() const {
-    if (plan.devices.size() == 1) return plan.devices[0].name;
-    std::string out;
-    for (const engine::DevicePlan& d : plan.devices)
-        out += (out.empty() ? "" : ",") + d.name + "[" + std::to_string(d.layer_begin) + "-" + std::to_string(d.layer_end - 1) + "]";
-    return out;
-}
-
-int OpenedDevices::cpu_threads() const {
-    for (const auto& b : backends)
-        if (b->n_threads() > 0) return b->n_threads();
-    return 0;
-}
-
-OpenedDevices open_devices(const models::ModelInfo& info, const DeviceFlags& flags, const engine::EngineOptions& options,
-                           int64_t n_parallel, int n_threads) {
-    OpenedDevices out;
+engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags, const engine::EngineOptions& options,
+                                    int64_t n_parallel, int n_threads) {
+    // Names and the split are checked (UsageError) before the loader opens anything.
     const std::vector<engine::PlanDevice> devices = plan_device_list(flags);
     engine::MemoryNeeds needs;
-    out.plan = plan_devices(info, devices, flags.split, options, needs);
-    engine::check_plan(out.plan, needs, devices, n_parallel);
-    for (const std::string& name : flags.names) out.backends.push_back(backends::open_device(name, n_threads));
-    return out;
+    plan_devices(file.info, devices, flags.split, options, needs);
+    return engine::load_model(std::move(file), device_request(flags, n_parallel, n_threads), options);
 }
 
 ModelFlags read_model_flags(Args& args) {
@@ -133,19 +111,18 @@ engine::SamplerParams read_sampling_flags(Args& args) {
     return sp;
 }
 
-LoadedModel load_model_from_flags(const ModelFlags& flags, int64_t default_positions) {
-    LoadedModel m;
-    m.tokenizer = models::Tokenizer::load(flags.model_path);
+FlagsModel load_model_from_flags(const ModelFlags& flags, int64_t default_positions) {
+    models::ModelFile file = models::open_model_file(flags.model_path);
     engine::EngineOptions opt;
     opt.cache = flags.cache;
-    models::ModelInfo info = models::load_model(flags.model_path);
-    const int64_t n_train = info.hparams.n_ctx_train;
+    const int64_t n_train = file.info.hparams.n_ctx_train;
     opt.cache.n_positions = flags.ctx_size ? *flags.ctx_size
                             : n_train > 0  ? std::min(default_positions, n_train)
                                            : default_positions;
-    m.devices = open_devices(info, flags.devices, opt, 1, static_cast<int>(flags.threads));
+    FlagsModel m;
+    static_cast<engine::LoadedModel&>(m) =
+        load_on_devices(std::move(file), flags.devices, opt, 1, static_cast<int>(flags.threads));
     m.n_positions = opt.cache.n_positions;
-    m.model = std::make_unique<engine::Model>(std::move(info), m.devices.layers(), opt);
     return m;
 }
 

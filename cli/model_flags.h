@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "cli/args.h"
+#include "engine/loader.h"
 #include "engine/model.h"
 #include "engine/placement.h"
 #include "engine/sampler.h"
@@ -24,13 +25,16 @@ struct DeviceFlags {
     std::vector<std::string> names{"cpu"};  // as backends::list_devices() names them; may repeat
     engine::SplitSpec split;                // auto when absent
     bool given = false;                     // --devices or --split was on the command line
+    bool peer_access = false;               // --peer-access
 };
 
 // The --help lines of DeviceFlags, a literal to concatenate into the commands' usage text.
 #define DESKSIDE_DEVICE_FLAGS_HELP                                                                   \
-    "  --devices LIST           devices to split the model's layers across, e.g. vulkan0,vulkan1\n" \
-    "                           or vulkan0,cpu (default cpu; a name may repeat: cpu,cpu)\n"          \
-    "  --split R1,R2|auto       layers per device in these ratios, or auto: by free memory\n"
+    "  --devices LIST           devices to split the model's layers across, e.g. cuda0,cuda1\n"   \
+    "                           or vulkan0,cpu (default cpu; a name may repeat: cpu,cpu)\n"         \
+    "  --split R1,R2|auto       layers per device in these ratios, or auto: by free memory\n"      \
+    "  --peer-access            CUDA GPUs copy to each other directly (off: through host memory;\n" \
+    "                           some boards corrupt peer copies)\n"
 
 struct ModelFlags {
     std::string model_path;
@@ -52,22 +56,13 @@ std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags);
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
                           const engine::SplitSpec& split, const engine::EngineOptions& options, engine::MemoryNeeds& needs);
 
-// The devices a model runs on, opened, with the plan they follow.
-struct OpenedDevices {
-    std::vector<std::unique_ptr<backends::Backend>> backends;  // one per --devices entry
-    engine::Plan plan;
-    // Each backend with its layer range, for engine::Model.
-    std::vector<engine::DeviceLayers> layers() const;
-    // "cpu" or "vulkan0[0-2],cpu[3-5]": the devices and their layers, for status lines.
-    std::string summary() const;
-    // Threads of the first CPU device (0 when none runs on the CPU), for timing lines.
-    int cpu_threads() const;
-};
+// The flags as the loader's request: --devices, --split, threads, and the sequences to plan for.
+engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_parallel, int n_threads);
 
-// Plans, checks that the plan fits (throwing std::runtime_error with check_plan's advice for
-// `n_parallel` sequences when it does not), then opens each device (n_threads for CPU ones).
-OpenedDevices open_devices(const models::ModelInfo& info, const DeviceFlags& flags, const engine::EngineOptions& options,
-                           int64_t n_parallel, int n_threads);
+// engine::load_model with UsageError for bad device names and splits (the loader's
+// std::invalid_argument); the rest propagates (a plan that does not fit, a file that cannot load).
+engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags, const engine::EngineOptions& options,
+                                    int64_t n_parallel, int n_threads);
 
 // -m / --model: a model path, or a name in the model store (models/store/resolve.h), resolved to
 // a path; nullopt when the flag is absent. Throws for an unknown name, listing the store.
@@ -80,16 +75,14 @@ ModelFlags read_model_flags(Args& args);
 // --seed (random when absent). Throws UsageError.
 engine::SamplerParams read_sampling_flags(Args& args);
 
-struct LoadedModel {
-    std::unique_ptr<models::Tokenizer> tokenizer;
-    OpenedDevices devices;  // the model refers to them: declared first
-    std::unique_ptr<engine::Model> model;
-    int64_t n_positions = 0;  // KV cache capacity
+// A model loaded by load_model_from_flags, with the KV cache capacity it was given.
+struct FlagsModel : engine::LoadedModel {
+    int64_t n_positions = 0;
 };
 
 // Loads the tokenizer and the weights onto the --devices with a KV cache of --ctx-size positions,
 // or, when the flag is absent, `default_positions` capped at the model's training context (past
 // it the model was never trained to attend). Throws what the loaders throw.
-LoadedModel load_model_from_flags(const ModelFlags& flags, int64_t default_positions);
+FlagsModel load_model_from_flags(const ModelFlags& flags, int64_t default_positions);
 
 }  // namespace deskside::cli

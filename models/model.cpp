@@ -6,6 +6,7 @@
 
 #include "models/gguf.h"
 #include "models/hf_checkpoint.h"
+#include "models/tokenizer/tokenizer.h"
 
 namespace deskside::models {
 
@@ -139,8 +140,7 @@ TokenizerInfo gguf_tokenizer(const GgufFile& f) {
     return t;
 }
 
-ModelInfo load_gguf(const std::string& path) {
-    auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+ModelInfo load_gguf(const std::string& path, std::shared_ptr<const GgufFile> file) {
     ModelInfo m;
     m.path = path;
     m.format = "gguf";
@@ -166,7 +166,26 @@ ModelInfo load_gguf(const std::string& path) {
 ModelInfo load_model(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) return load_hf_checkpoint(path);
-    return load_gguf(path);
+    return load_gguf(path, std::make_shared<GgufFile>(GgufFile::open(path)));
+}
+
+ModelFile::ModelFile() = default;
+ModelFile::ModelFile(ModelFile&&) noexcept = default;
+ModelFile& ModelFile::operator=(ModelFile&&) noexcept = default;
+ModelFile::~ModelFile() = default;
+
+ModelFile open_model_file(const std::string& path) {
+    std::error_code ec;
+    ModelFile out;
+    if (std::filesystem::is_directory(path, ec)) {
+        out.info = load_hf_checkpoint(path);
+        out.tokenizer = Tokenizer::from_hf_dir(path);
+        return out;
+    }
+    auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+    out.tokenizer = Tokenizer::from_gguf(*file);
+    out.info = load_gguf(path, std::move(file));
+    return out;
 }
 
 }  // namespace deskside::models

@@ -96,4 +96,18 @@ struct ModelInfo {
 // SafetensorsError, ...) naming the file and the field on anything malformed.
 ModelInfo load_model(const std::string& path);
 
+class Tokenizer;
+
+// A model file opened and parsed once: its description and its tokenizer from the same parse (the
+// GGUF's vocabulary, or a checkpoint directory's tokenizer files).
+struct ModelFile {
+    ModelInfo info;
+    std::unique_ptr<Tokenizer> tokenizer;
+    ModelFile();
+    ModelFile(ModelFile&&) noexcept;
+    ModelFile& operator=(ModelFile&&) noexcept;
+    ~ModelFile();
+};
+ModelFile open_model_file(const std::string& path);
+
 }  // namespace deskside::models

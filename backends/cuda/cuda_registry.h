@@ -26,4 +26,8 @@ std::unique_ptr<Backend> open_cuda_device(const std::string& name);
 // an integer in 1..16.
 int cuda_split();
 
+// Whether CUDA devices copy to each other directly (cudaMemcpyPeerAsync) where peer access works;
+// off by default (on some boards peer copies corrupt data), then copies go through host memory.
+void set_cuda_peer_access(bool on);
+
 }  // namespace deskside::backends::cuda

@@ -12,4 +12,6 @@ std::unique_ptr<Backend> open_cuda_device(const std::string&) { return nullptr; 
 
 int cuda_split() { return 1; }
 
+void set_cuda_peer_access(bool) {}
+
 }  // namespace deskside::backends::cuda

@@ -1,0 +1,50 @@
+// The one loader (DESIGN.md key decision 9): a model file opened and parsed once (models::ModelFile)
+// becomes backends opened by name, a placement plan, and a Model that follows the plan. Every front
+// end (generate, chat, serve, bench) loads through here, so they place and check alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "engine/model.h"
+#include "engine/placement.h"
+#include "models/model.h"
+#include "models/tokenizer/tokenizer.h"
+
+namespace deskside::engine {
+
+// Which devices a model runs on and how its layers are split across them.
+struct DeviceRequest {
+    std::vector<std::string> names{"cpu"};  // as backends::list_devices() names them; may repeat
+    SplitSpec split;                        // auto: by free memory
+    int64_t n_parallel = 1;                 // sequences the fit check reserves context for
+    int n_threads = 0;                      // CPU devices: 0 = one per physical core
+    bool peer_access = false;               // direct GPU-to-GPU copies (backends::set_peer_access)
+};
+
+// The requested devices with the free memory backends::list_devices() reports. Throws
+// std::invalid_argument for an unknown or unusable name, listing the usable ones.
+std::vector<PlanDevice> plan_device_list(std::span<const std::string> names);
+
+struct LoadedModel {
+    std::unique_ptr<models::Tokenizer> tokenizer;
+    std::vector<std::unique_ptr<backends::Backend>> backends;  // one per requested device; the model refers to them
+    Plan plan;
+    std::unique_ptr<Model> model;
+
+    // "cpu" or "vulkan0[0-2],cpu[3-5]": the devices and their layers, for status lines.
+    std::string summary() const;
+    // Threads of the first CPU device (0 when none runs on the CPU), for timing lines.
+    int cpu_threads() const;
+};
+
+// Plans `file` on the requested devices with `options`' cache and batch, checks that the plan fits
+// (std::runtime_error with check_plan's advice otherwise), opens the devices and places the model
+// by the plan. Throws std::invalid_argument for bad device names or splits (before opening any).
+LoadedModel load_model(models::ModelFile file, const DeviceRequest& devices, const EngineOptions& options);
+
+}  // namespace deskside::engine
