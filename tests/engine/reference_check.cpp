@@ -126,4 +126,60 @@ void check_reference(const std::string& stem, const std::vector<std::string>& de
     CHECK(d.argmax_mismatches == 0);
 }
 
+namespace {
+
+std::string describe(const Placement& p) {
+    std::string out;
+    for (const std::string& d : p.devices) out += (out.empty() ? "" : ",") + d;
+    return p.ratios.empty() ? out : out + " split " + p.ratios;
+}
+
+// A greedy continuation and, per token, the top-1 minus top-2 gap of the logits it was picked from.
+struct GreedyRun {
+    std::vector<int32_t> tokens;
+    std::vector<double> gaps;
+};
+
+GreedyRun greedy_run(engine::Model& model, int32_t seq, const std::vector<int32_t>& prompt, size_t n) {
+    std::vector<engine::BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({seq, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
+    std::span<const float> logits = model.decode(batch);
+    GreedyRun run;
+    while (run.tokens.size() < n) {
+        run.gaps.push_back(top_gap(logits.data(), model.n_vocab()));
+        run.tokens.push_back(argmax(logits.data(), model.n_vocab()));
+        const engine::BatchToken next{seq, run.tokens.back(), static_cast<int32_t>(model.length(seq)), true};
+        logits = model.decode(std::span(&next, 1));
+    }
+    return run;
+}
+
+// Greedy runs for the first `n_cases` reference prompts of `stem` (as many tokens as the
+// reference generated).
+std::vector<GreedyRun> greedy_runs(const std::string& stem, const Placement& p, size_t n_cases) {
+    const ReferenceRun ref = load_reference(stem);
+    DeviceModel m = open_model(shared_path("models/" + stem + ".gguf"), p.devices, p.ratios);
+    std::vector<GreedyRun> out;
+    for (size_t c = 0; c < std::min(n_cases, ref.cases.size()); ++c)
+        out.push_back(greedy_run(*m.model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
+    return out;
+}
+
+}  // namespace
+
+void check_like_cpu(const std::string& stem, std::span<const Placement> placements, size_t n_cases) {
+    const std::vector<GreedyRun> cpu = greedy_runs(stem, {{"cpu"}, ""}, n_cases);
+    for (const Placement& p : placements) {
+        const std::vector<GreedyRun> vk = greedy_runs(stem, p, n_cases);
+        REQUIRE(vk.size() == cpu.size());
+        for (size_t c = 0; c < cpu.size(); ++c) {
+            const auto& a = cpu[c].tokens;
+            const size_t at = std::mismatch(a.begin(), a.end(), vk[c].tokens.begin()).first - a.begin();
+            INFO(stem << " on " << describe(p) << ", prompt " << c << ": first difference at token " << at << " of "
+                      << a.size() << (at < a.size() ? ", where the CPU's top-2 gap is " + std::to_string(cpu[c].gaps[at]) : ""));
+            CHECK(at == a.size());
+        }
+    }
+}
+
 }  // namespace deskside::test

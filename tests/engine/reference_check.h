@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -146,5 +147,15 @@ inline constexpr ReferenceModel kReferenceModels[] = {
 // tol.max_abs).
 void check_reference(const std::string& stem, const std::vector<std::string>& devices, Tolerance tol,
                      const engine::EngineOptions& options = {});
+
+// Devices (with a --split) that one model runs on, for the greedy-equality checks.
+struct Placement {
+    std::vector<std::string> devices;
+    std::string ratios;
+};
+
+// Greedy tokens of the first `n_cases` reference prompts of `stem` on every placement equal
+// the CPU's (on failure: where they part, and the CPU's top-2 gap there).
+void check_like_cpu(const std::string& stem, std::span<const Placement> placements, size_t n_cases = SIZE_MAX);
 
 }  // namespace deskside::test

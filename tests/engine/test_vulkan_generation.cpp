@@ -23,12 +23,7 @@
 namespace deskside::engine {
 namespace {
 
-using test::shared_path;
-
-struct Placement {
-    std::vector<std::string> devices;
-    std::string ratios;
-};
+using test::Placement;
 
 const Placement kVulkanPlacements[] = {
     {{"vulkan0"}, ""},
@@ -37,59 +32,7 @@ const Placement kVulkanPlacements[] = {
     {{"vulkan0", "cpu"}, "1,1"},
 };
 
-std::string describe(const Placement& p) {
-    std::string out;
-    for (const std::string& d : p.devices) out += (out.empty() ? "" : ",") + d;
-    return p.ratios.empty() ? out : out + " split " + p.ratios;
-}
-
-// A greedy continuation and, per token, the top-1 minus top-2 gap of the logits it was picked from.
-struct GreedyRun {
-    std::vector<int32_t> tokens;
-    std::vector<double> gaps;
-};
-
-GreedyRun greedy_run(Model& model, int32_t seq, const std::vector<int32_t>& prompt, size_t n) {
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({seq, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
-    std::span<const float> logits = model.decode(batch);
-    GreedyRun run;
-    while (run.tokens.size() < n) {
-        run.gaps.push_back(test::top_gap(logits.data(), model.n_vocab()));
-        run.tokens.push_back(test::argmax(logits.data(), model.n_vocab()));
-        const BatchToken next{seq, run.tokens.back(), static_cast<int32_t>(model.length(seq)), true};
-        logits = model.decode(std::span(&next, 1));
-    }
-    return run;
-}
-
-// Greedy runs for the first `n_cases` reference prompts of `stem` (as many tokens as the
-// reference generated).
-std::vector<GreedyRun> greedy_runs(const std::string& stem, const Placement& p, size_t n_cases) {
-    const test::ReferenceRun ref = test::load_reference(stem);
-    test::DeviceModel m = test::open_model(shared_path("models/" + stem + ".gguf"), p.devices, p.ratios);
-    std::vector<GreedyRun> out;
-    for (size_t c = 0; c < std::min(n_cases, ref.cases.size()); ++c)
-        out.push_back(greedy_run(*m.model, static_cast<int32_t>(c), ref.cases[c].prompt_tokens, ref.cases[c].greedy_tokens.size()));
-    return out;
-}
-
-// Every Vulkan placement's greedy tokens equal the CPU's (on failure: where they part, and the
-// CPU's top-2 gap there).
-void check_like_cpu(const std::string& stem, size_t n_cases = SIZE_MAX) {
-    const std::vector<GreedyRun> cpu = greedy_runs(stem, {{"cpu"}, ""}, n_cases);
-    for (const Placement& p : kVulkanPlacements) {
-        const std::vector<GreedyRun> vk = greedy_runs(stem, p, n_cases);
-        REQUIRE(vk.size() == cpu.size());
-        for (size_t c = 0; c < cpu.size(); ++c) {
-            const auto& a = cpu[c].tokens;
-            const size_t at = std::mismatch(a.begin(), a.end(), vk[c].tokens.begin()).first - a.begin();
-            INFO(stem << " on " << describe(p) << ", prompt " << c << ": first difference at token " << at << " of "
-                      << a.size() << (at < a.size() ? ", where the CPU's top-2 gap is " + std::to_string(cpu[c].gaps[at]) : ""));
-            CHECK(at == a.size());
-        }
-    }
-}
+void check_like_cpu(const std::string& stem, size_t n_cases = SIZE_MAX) { test::check_like_cpu(stem, kVulkanPlacements, n_cases); }
 
 // The quantized models agree only where vulkan0 gives the CPU's bits: the exact shader variants
 // (shaderFloat64) against the CPU's AVX2 level (docs/VULKAN.md, "Bit-exact ops"); elsewhere
