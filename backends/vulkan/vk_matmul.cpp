@@ -108,7 +108,7 @@ std::string matmul_variant(const VulkanBackend& be, quant::TypeId type, const ch
 // (backends/cpu/repack.h, at its AVX2 level with DESKSIDE_CPU_REPACK unset): it sums each of
 // them as one FMA chain over blocks instead of its vec_dot's 8 lanes, and matmul_q8*.comp follow
 // it there to give its bits. Keep in step with repack.h's layouts (the mirror test,
-// tests/engine/test_vulkan_mirror.cpp, fails on any row summed the other way).
+// tests/engine/test_device_mirror.cpp, fails on any row summed the other way).
 int64_t cpu_x8_rows(quant::TypeId type, int64_t n_out) {
     const bool x8 = type == quant::TypeId::Q4_0 || type == quant::TypeId::Q4_K;
     return x8 ? n_out / 8 * 8 : 0;

@@ -28,7 +28,7 @@ std::string attention_variant(const KvCacheView& kv, bool fp64) {
         if (name == s.name) return name;
     throw std::invalid_argument("vulkan attention: no kernel for a " + std::string(quant::type_info(kv.k.type).name) +
                                 " K cache with a " + std::string(quant::type_info(kv.v.type).name) +
-                                " V cache (supported: f16/f16, q8_0/q8_0, f32/f32, q8_0/f16, f16/q8_0)");
+                                " V cache (supported: any pair of f32, f16 and q8_0)");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "backends/vulkan/vk_backend.h"
 #include "backends/vulkan/vk_ops_common.h"
 #include "backends/vulkan/vk_shaders.h"
+#include "quant/quant.h"
 
 namespace deskside::backends::vulkan {
 namespace {
@@ -23,13 +24,31 @@ std::string convert_variant(const char* op, const Tensor& src, const Tensor& dst
     throw std::invalid_argument(std::string("vulkan ") + op + ": no conversion from " +
                                 std::string(quant::type_info(src.type).name) + " to " +
                                 std::string(quant::type_info(dst.type).name) +
-                                " (supported: f32 -> f32/f16/q8_0, f16 -> f32/f16, q8_0 -> f32)");
+                                " (supported: f32 -> f32/f16/q8_0, f16 -> f32/f16, q8_0 -> f32, and any type to itself)");
 }
 
 }  // namespace
 
 void VulkanBackend::copy(const Tensor& src, const Tensor& dst) {
     require(src.ne0 == dst.ne0 && src.ne1 == dst.ne1, "copy", "shapes do not match: src " + shape_of(src) + ", dst " + shape_of(dst));
+    if (src.type == dst.type && quant::quant_traits(src.type)) {
+        // Same type (a KV cache block copied for a forked sequence): the bytes, row by row or at
+        // once when both are contiguous.
+        const VulkanBuffer& s = own(*src.buffer, "copy source");
+        const VulkanBuffer& d = own(*dst.buffer, "copy destination");
+        const size_t row = src.row_bytes();
+        require(src.offset + (src.ne1 > 0 ? (src.ne1 - 1) * src.row_stride + row : 0) <= s.size() &&
+                    dst.offset + (dst.ne1 > 0 ? (dst.ne1 - 1) * dst.row_stride + row : 0) <= d.size(),
+                "copy", "src " + shape_of(src) + " or dst " + shape_of(dst) + " lies outside its buffer");
+        if (src.ne1 == 0 || row == 0) return;
+        if (src.row_stride == row && dst.row_stride == row) {
+            record_copy(s.handle(), src.offset, d.handle(), dst.offset, row * static_cast<size_t>(src.ne1));
+        } else {
+            for (int64_t r = 0; r < src.ne1; ++r)
+                record_copy(s.handle(), src.offset + r * src.row_stride, d.handle(), dst.offset + r * dst.row_stride, row);
+        }
+        return;
+    }
     const std::string variant = convert_variant("copy", src, dst);
     if (src.ne1 == 0 || src.ne0 == 0) return;
     const Pipeline& p = pipeline(variant, 3, sizeof(ConvertPush));

@@ -1,14 +1,19 @@
 // Helpers for backend op conformance tests: device tensors filled from host vectors, outputs
-// pre-filled with NaN and followed by a guard region that must survive the op.
+// pre-filled with NaN and followed by a guard region that must survive the op; and the devices a
+// run tests (every usable non-CPU device, DESKSIDE_REQUIRE_DEVICES for those that must be there).
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -142,11 +147,90 @@ inline double max_scaled_diff(const std::vector<float>& a, const std::vector<flo
     return a.size() == b.size() ? m : INFINITY;
 }
 
+// Devices a run must test, from DESKSIDE_REQUIRE_DEVICES (a comma list, e.g. "vulkan0,cuda0";
+// CI sets it, scripts/test.sh): a named device that is absent fails the tests that look for it
+// instead of skipping them, so a broken driver install cannot pass green.
+inline std::vector<std::string> required_devices() {
+    std::vector<std::string> names;
+    const char* env = std::getenv("DESKSIDE_REQUIRE_DEVICES");
+    std::string list = env ? env : "";
+    for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        std::string name = list.substr(at, comma - at);
+        name.erase(0, name.find_first_not_of(" \t"));
+        name.erase(name.find_last_not_of(" \t") + 1);
+        if (!name.empty()) names.push_back(name);
+        at = comma + 1;
+    }
+    return names;
+}
+
+// Why the device list holds nothing usable beyond the CPU: each absent API's reason and each
+// listed device's note.
+inline std::string why_no_devices(const std::vector<backends::DeviceInfo>& devices,
+                                  const std::vector<backends::AbsentApi>& absent) {
+    std::string why;
+    for (const backends::AbsentApi& a : absent) why += (why.empty() ? "" : "; ") + a.api + ": " + a.why;
+    for (const backends::DeviceInfo& d : devices)
+        if (!d.usable) why += (why.empty() ? "" : "; ") + d.name + " unusable: " + d.note;
+    return why.empty() ? "no device API listed anything" : why;
+}
+
+// FAILs naming every device of required_devices() whose name starts with `prefix` ("" = any)
+// that is not a usable device of `devices`.
+inline void fail_for_absent_required(const std::vector<backends::DeviceInfo>& devices,
+                                     const std::vector<backends::AbsentApi>& absent, const std::string& prefix) {
+    for (const std::string& name : required_devices()) {
+        if (name.rfind(prefix, 0) != 0) continue;
+        const bool usable = std::any_of(devices.begin(), devices.end(),
+                                        [&](const backends::DeviceInfo& d) { return d.name == name && d.usable; });
+        if (!usable)
+            FAIL("DESKSIDE_REQUIRE_DEVICES names " << name << ", which is not a usable device here ("
+                                                   << why_no_devices(devices, absent) << ")");
+    }
+}
+
+// Every usable non-CPU device (the devices the conformance suites compare with the CPU). FAILs
+// for a device DESKSIDE_REQUIRE_DEVICES names that is absent; WARNs why when the list is empty.
+inline std::vector<backends::DeviceInfo> devices_under_test() {
+    std::vector<backends::AbsentApi> absent;
+    const std::vector<backends::DeviceInfo> devices = backends::list_devices(&absent);
+    fail_for_absent_required(devices, absent, "");
+    std::vector<backends::DeviceInfo> out;
+    for (const backends::DeviceInfo& d : devices)
+        if (d.api != "cpu" && d.usable) out.push_back(d);
+    if (out.empty()) WARN("SKIPPED: no non-CPU device to test (" << why_no_devices(devices, absent) << ")");
+    return out;
+}
+
+// The variable that splits each physical device of `api` into logical ones (DESKSIDE_VULKAN_SPLIT,
+// DESKSIDE_CUDA_SPLIT; backends/devices.h).
+inline std::string split_variable(const std::string& api) {
+    std::string var = "DESKSIDE_" + api + "_SPLIT";
+    std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
+    return var;
+}
+
+// The device `name` opened once per process (and per value of its API's split variable) and kept
+// open: a Vulkan device compiles its pipelines on first use, which on lavapipe costs more than
+// most op tests.
+inline backends::Backend& shared_test_device(const backends::DeviceInfo& d) {
+    static std::map<std::string, std::unique_ptr<backends::Backend>> opened;
+    const char* split = std::getenv(split_variable(d.api).c_str());
+    std::unique_ptr<backends::Backend>& device = opened[d.name + "/" + (split ? split : "")];
+    if (!device) device = backends::open_device(d.name);
+    return *device;
+}
+
 // The first usable Vulkan device, or nullptr after a WARN saying why (tests then return: a
-// machine without Vulkan skips them, it does not fail them).
+// machine without Vulkan skips them, it does not fail them), unless DESKSIDE_REQUIRE_DEVICES
+// names a Vulkan device: then the test FAILs.
 inline std::unique_ptr<backends::Backend> vulkan_or_skip() {
-    for (const backends::DeviceInfo& d : backends::list_devices())
+    std::vector<backends::AbsentApi> absent;
+    const std::vector<backends::DeviceInfo> devices = backends::list_devices(&absent);
+    for (const backends::DeviceInfo& d : devices)
         if (d.api == "vulkan" && d.usable) return backends::open_device(d.name);
+    fail_for_absent_required(devices, absent, "vulkan");
     WARN("SKIPPED: no Vulkan device (see `deskside devices`)");
     return nullptr;
 }

@@ -455,7 +455,7 @@ TEST_CASE("vulkan F16 and BF16 matmuls round the activations to the weight type 
     // The CPU backend (like llama.cpp) converts x to the weights' vec_dot_type before the dot:
     // F16 weights meet F16-rounded activations, BF16 weights BF16-rounded ones. Without that
     // rounding each output moves by ~1e-3 (stories260K-q8_0's ffn_down [172 x 64] F16 was
-    // 2.8e-4 .. 1e-3 off on vulkan0; tests/engine/test_vulkan_mirror.cpp found it). k = 172 is
+    // 2.8e-4 .. 1e-3 off on vulkan0; tests/engine/test_device_mirror.cpp found it). k = 172 is
     // that tensor's (not a multiple of 32); random F32 activations are almost never
     // representable in F16/BF16, so every element is rounded.
     auto vk = test::vulkan_or_skip();

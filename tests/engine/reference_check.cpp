@@ -8,6 +8,7 @@
 #include <span>
 
 #include "backends/devices.h"
+#include "backends/op_harness.h"
 #include "engine/placement.h"
 
 namespace deskside::test {
@@ -45,8 +46,11 @@ DeviceModel open_model(const std::string& model_path, const std::vector<std::str
 }
 
 bool device_or_skip(const std::string& name, const std::string& what) {
-    for (const backends::DeviceInfo& d : backends::list_devices())
+    std::vector<backends::AbsentApi> absent;
+    const std::vector<backends::DeviceInfo> devices = backends::list_devices(&absent);
+    for (const backends::DeviceInfo& d : devices)
         if (d.name == name && d.usable) return true;
+    fail_for_absent_required(devices, absent, name);  // DESKSIDE_REQUIRE_DEVICES turns the skip into a failure
     WARN("no usable " << name << " device in this build or on this machine: " << what << " skipped");
     return false;
 }

@@ -98,7 +98,7 @@ struct ReferenceModel {
 //   stories260K F32 (below). measured() of lavapipe's numbers (session 6); stories260K Q5_0 and
 //   Q8_0 reproduce llama.cpp as the CPU does (0 and 0.0074).
 // - vulkan0, plain variants: every op agrees with the CPU's on the same inputs
-//   (test_vulkan_mirror.cpp), but sums in another order and its exp()/sin() may differ by a few
+//   (test_device_mirror.cpp), but sums in another order and its exp()/sin() may differ by a few
 //   ulps. Quantized models turn such differences into whole Q8 activation levels; stories260K's
 //   quantized files amplify them most: the CPU itself, given 1e-7 relative noise on every op
 //   output, moves 0.05 and at 1e-5 0.16, and vulkan0 is 0.38-0.42 from llama.cpp on all five.

@@ -1,0 +1,358 @@
+// CudaBackend's ops: each checks its arguments as the Vulkan backend does (std::invalid_argument
+// "cuda <op>: ..."), resolves its tensors to device memory, and hands a launch of kernels.h to
+// CudaBackend::launch together with the words of its launch arguments (a step's graph key).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/rope_angles.h"
+
+namespace deskside::backends::cuda {
+namespace {
+
+using quant::TypeId;
+
+std::string type_name(TypeId t) { return std::string(quant::type_info(t).name); }
+
+std::string shape_of(const Tensor& t) {
+    return "[" + std::to_string(t.ne0) + ", " + std::to_string(t.ne1) + "] " + type_name(t.type);
+}
+
+void require(bool ok, const char* op, const std::string& what) {
+    if (!ok) throw std::invalid_argument(std::string("cuda ") + op + ": " + what);
+}
+
+void require_f32(const Tensor& t, const char* op, const char* name) {
+    require(t.type == TypeId::F32 && t.row_stride % 4 == 0 && t.offset % 4 == 0, op,
+            std::string(name) + " must be F32 with 4-byte aligned rows, got " + shape_of(t));
+}
+
+// Byte alignment the kernels need of a tensor of `type` (the widest element or block field they
+// load as one word: 16-bit fp16 scales, F16/BF16 elements, F32 words).
+size_t alignment_of(TypeId type) {
+    switch (type) {
+        case TypeId::F32:
+        case TypeId::I32: return 4;
+        default: return 2;
+    }
+}
+
+void require_aligned(const Tensor& t, const char* op, const char* name) {
+    const size_t a = alignment_of(t.type);
+    require(t.offset % a == 0 && t.row_stride % a == 0, op,
+            std::string(name) + " " + shape_of(t) + " must be " + std::to_string(a) + "-byte aligned (offset " +
+                std::to_string(t.offset) + ", row stride " + std::to_string(t.row_stride) + ")");
+}
+
+// The types copy and set_rows convert between F32 and (quant/'s conversions, bit for bit).
+bool convertible(TypeId t) { return t == TypeId::F32 || t == TypeId::F16 || t == TypeId::BF16 || t == TypeId::Q8_0; }
+
+// The launch arguments as words, in the order the launch passes them.
+class Key {
+   public:
+    explicit Key(int op) { w_.push_back(static_cast<uint64_t>(op)); }
+    Key& add(const DevTensor& t) {
+        w_.push_back(reinterpret_cast<uintptr_t>(t.data));
+        w_.push_back(static_cast<uint64_t>(t.type));
+        w_.push_back(static_cast<uint64_t>(t.ne0));
+        w_.push_back(static_cast<uint64_t>(t.ne1));
+        w_.push_back(t.row_stride);
+        return *this;
+    }
+    Key& add(const void* p) {
+        w_.push_back(reinterpret_cast<uintptr_t>(p));
+        return *this;
+    }
+    Key& add(int64_t v) {
+        w_.push_back(static_cast<uint64_t>(v));
+        return *this;
+    }
+    Key& add(float v) {
+        w_.push_back(std::bit_cast<uint32_t>(v));
+        return *this;
+    }
+    std::vector<uint64_t> words() { return std::move(w_); }
+
+   private:
+    std::vector<uint64_t> w_;
+};
+
+}  // namespace
+
+// ---- argument resolution ----------------------------------------------------------------------------
+
+DevTensor CudaBackend::dev(const Tensor& t, const char* op, const char* what) const {
+    require(!t.empty(), op, std::string(what) + " is an empty tensor");
+    const CudaBuffer& b = owned_by<CudaBuffer>(*this, *t.buffer, op);
+    require(t.ne0 >= 0 && t.ne1 >= 0, op, std::string(what) + " has a negative shape " + shape_of(t));
+    if (t.ne1 > 0 && t.ne0 > 0) {
+        const size_t end = t.offset + static_cast<size_t>(t.ne1 - 1) * t.row_stride + t.row_bytes();
+        require(end <= b.size(), op,
+                std::string(what) + " " + shape_of(t) + " at offset " + std::to_string(t.offset) + " (stride " +
+                    std::to_string(t.row_stride) + ") ends at byte " + std::to_string(end) +
+                    ", outside its buffer of " + std::to_string(b.size()));
+    }
+    return DevTensor{b.data() + t.offset, t.type, t.ne0, t.ne1, t.row_stride};
+}
+
+const int32_t* CudaBackend::index(const Tensor& t, int64_t n, const char* op, const char* what) const {
+    require(!t.empty() && t.type == TypeId::I32 && t.offset % 4 == 0 && t.ne0 >= n, op,
+            std::string(what) + " must be an I32 index tensor of at least " + std::to_string(n) + " entries, got " +
+                (t.empty() ? std::string("none") : shape_of(t)));
+    const CudaBuffer& b = owned_by<CudaBuffer>(*this, *t.buffer, op);
+    require(t.offset + static_cast<size_t>(n) * sizeof(int32_t) <= b.size(), op,
+            std::string(what) + " lies outside its buffer of " + std::to_string(b.size()) + " bytes");
+    return reinterpret_cast<const int32_t*>(b.data() + t.offset);
+}
+
+// ---- capabilities ------------------------------------------------------------------------------
+
+bool CudaBackend::supports(Op op, TypeId type) const {
+    switch (op) {
+        case Op::GetRows:
+        case Op::Matmul: return matmul_supported(type);
+        case Op::Attention: return attention_supported(type, type);
+        case Op::Copy:
+        case Op::SetRows: return convertible(type);
+        default: return type == TypeId::F32;
+    }
+}
+
+// ---- weights ------------------------------------------------------------------------------------
+
+void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& dst) {
+    const char* op = "get_rows";
+    require(matmul_supported(table.type), op, "unsupported table type " + type_name(table.type));
+    require_f32(dst, op, "dst");
+    require(dst.ne0 == table.ne0, op, "dst " + shape_of(dst) + " is not as wide as the table " + shape_of(table));
+    require_aligned(table, op, "table");
+    const DevTensor t = dev(table, op, "table"), d = dev(dst, op, "dst");
+    const int64_t n = dst.ne1;
+    if (n == 0 || table.ne0 == 0) return;
+    const int32_t* id = index(ids, n, op, "ids");
+    launch(op, Key(0).add(t).add(id).add(n).add(d).words(), 0,
+           [=](cudaStream_t s, void*) { launch_get_rows(s, t, id, n, d); });
+}
+
+void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
+    const char* op = "matmul";
+    require(matmul_supported(w.type), op, "unsupported weight type in W " + shape_of(w));
+    require(x.type == TypeId::F32 && y.type == TypeId::F32 && x.ne0 == w.ne0 && y.ne0 == w.ne1 && y.ne1 == x.ne1, op,
+            "expected W [k, n], x [k, m] f32, y [n, m] f32; got W " + shape_of(w) + ", x " + shape_of(x) + ", y " +
+                shape_of(y));
+    require_aligned(w, op, "W");
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    const DevTensor dw = dev(w, op, "W"), dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (w.ne0 == 0 || w.ne1 == 0 || x.ne1 == 0) return;
+    const size_t scratch_bytes = matmul_scratch_bytes(w.type, w.ne0, x.ne1);
+    launch(op, Key(1).add(dw).add(dx).add(dy).words(), scratch_bytes,
+           [=](cudaStream_t s, void* scratch) { launch_matmul(s, dw, dx, dy, scratch); });
+}
+
+// ---- norms and rope -------------------------------------------------------------------------------
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
+    const char* op = "rms_norm";
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    require(x.ne0 == y.ne0 && x.ne1 == y.ne1, op, "shapes do not match: x " + shape_of(x) + ", y " + shape_of(y));
+    DevTensor dw;
+    if (!weight.empty()) {
+        require_f32(weight, op, "weight");
+        require(weight.ne0 == x.ne0 && weight.ne1 >= 1, op,
+                "weight " + shape_of(weight) + " does not match x " + shape_of(x));
+        dw = dev(weight.rows(0, 1), op, "weight");
+    }
+    const DevTensor dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (x.ne1 == 0 || x.ne0 == 0) return;
+    launch(op, Key(2).add(dx).add(dw).add(eps).add(dy).words(), 0,
+           [=](cudaStream_t s, void*) { launch_rms_norm(s, dx, dw, eps, dy); });
+}
+
+const float* CudaBackend::rope_table(const RopeParams& rp) {
+    RopeKey key{rp.n_rot, rp.freq_base, static_cast<int>(rp.scaling), rp.scaling_factor, rp.orig_ctx,
+                rp.llama3_low_freq_factor, rp.llama3_high_freq_factor, rp.yarn_beta_fast, rp.yarn_beta_slow,
+                rp.n_ctx, std::vector<float>(rp.freq_factors.begin(), rp.freq_factors.end())};
+    for (const auto& [k, b] : rope_tables_)
+        if (k == key) return reinterpret_cast<const float*>(b->data());
+    const int64_t half = rp.n_rot / 2;
+    // Every position's rotations, (cos, sin) interleaved per pair: the CPU backend's values.
+    std::vector<float> rotations(static_cast<size_t>(rp.n_ctx * half * 2));
+    std::vector<float> cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
+    for (int64_t pos = 0; pos < rp.n_ctx; ++pos) {
+        rope_angles(rp, static_cast<int32_t>(pos), cos_row.data(), sin_row.data());
+        for (int64_t i = 0; i < half; ++i) {
+            rotations[2 * (pos * half + i)] = cos_row[i];
+            rotations[2 * (pos * half + i) + 1] = sin_row[i];
+        }
+    }
+    std::unique_ptr<Buffer> b = alloc(rotations.size() * sizeof(float));
+    auto* table = static_cast<CudaBuffer*>(b.release());
+    rope_tables_.emplace_back(std::move(key), std::unique_ptr<CudaBuffer>(table));
+    // Queued now, ahead of the ops of the step being recorded, which read it.
+    upload_now(table->data(), rotations.data(), rotations.size() * sizeof(float));
+    return reinterpret_cast<const float*>(table->data());
+}
+
+void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& rp) {
+    const char* op = "rope";
+    require_f32(x, op, "x");
+    require(rp.n_head > 0 && rp.head_dim > 0 && x.ne0 == rp.n_head * rp.head_dim, op,
+            "x " + shape_of(x) + " is not n_head * head_dim wide");
+    require(rp.n_rot <= rp.head_dim && rp.n_rot % 2 == 0 && rp.n_rot > 0, op,
+            "n_rot " + std::to_string(rp.n_rot) + " must be even and at most head_dim " + std::to_string(rp.head_dim));
+    require(rp.freq_factors.empty() || static_cast<int64_t>(rp.freq_factors.size()) >= rp.n_rot / 2, op,
+            "freq_factors holds " + std::to_string(rp.freq_factors.size()) + " values, n_rot / 2 needed");
+    require(rp.n_ctx > 0, op, "n_ctx (the bound on positions) must be set");
+    const DevTensor dx = dev(x, op, "x");
+    if (x.ne1 == 0) return;
+    const int32_t* pos = index(positions, x.ne1, op, "positions");
+    const float* table = rope_table(rp);
+    // launch_rope reads the shape fields only; the host span must not outlive this call.
+    RopeParams shape = rp;
+    shape.freq_factors = {};
+    launch(op,
+           Key(3).add(dx).add(pos).add(table).add(rp.n_head).add(rp.head_dim).add(rp.n_rot)
+               .add(static_cast<int64_t>(rp.neox)).add(rp.n_ctx).words(),
+           0, [=](cudaStream_t s, void*) { launch_rope(s, dx, pos, table, shape); });
+}
+
+// ---- attention ------------------------------------------------------------------------------------
+
+void CudaBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor& queries, const AttentionParams& p,
+                            const Tensor& out) {
+    const char* op = "attention";
+    require_f32(q, op, "q");
+    require_f32(out, op, "out");
+    require(q.ne0 == p.n_head * p.head_dim && out.ne0 == p.n_head * p.head_dim_v && out.ne1 == q.ne1, op,
+            "q " + shape_of(q) + " / out " + shape_of(out) + " do not match n_head " + std::to_string(p.n_head) +
+                " x head_dim " + std::to_string(p.head_dim) + " / head_dim_v " + std::to_string(p.head_dim_v));
+    require(p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0, op, "n_head must be a multiple of n_head_kv");
+    require(p.window >= 0, op, "window must not be negative");
+    require(kv.block_size > 0, op, "block_size must be positive");
+    require(attention_supported(kv.k.type, kv.v.type), op,
+            "no kernel for a " + type_name(kv.k.type) + " K cache with a " + type_name(kv.v.type) +
+                " V cache (supported: f32, f16, q8_0 for each)");
+    const int64_t k_block = quant::type_info(kv.k.type).block_size, v_block = quant::type_info(kv.v.type).block_size;
+    require(p.head_dim % k_block == 0 && p.head_dim_v % v_block == 0, op,
+            "head dimensions must be multiples of the cache types' block sizes");
+    require(kv.k.ne0 == p.n_head_kv * p.head_dim && kv.v.ne0 == p.n_head_kv * p.head_dim_v, op,
+            "cache rows k " + shape_of(kv.k) + " / v " + shape_of(kv.v) + " do not match n_head_kv x head_dim");
+    require(kv.k.ne1 == kv.v.ne1, op, "the K and V caches hold different numbers of rows");
+    require_aligned(kv.k, op, "the K cache");
+    require_aligned(kv.v, op, "the V cache");
+    const DevTensor dq = dev(q, op, "q"), dk = dev(kv.k, op, "the K cache"), dv = dev(kv.v, op, "the V cache"),
+                    dout = dev(out, op, "out");
+    if (q.ne1 == 0) return;
+    require(queries.ne0 >= kAttentionQueryWords * q.ne1, op,
+            "the arguments must hold at least " + std::to_string(kAttentionQueryWords) + " words per query, got " +
+                shape_of(queries));
+    const int32_t* args = index(queries, queries.ne0, op, "the arguments");
+    const size_t scratch_bytes = attention_scratch_bytes(q.ne1, p, kv.k.ne1);
+    const int64_t block_size = kv.block_size;
+    launch(op,
+           Key(4).add(dq).add(dk).add(dv).add(block_size).add(args).add(p.n_head).add(p.n_head_kv).add(p.head_dim)
+               .add(p.head_dim_v).add(p.scale).add(p.window).add(dout).words(),
+           scratch_bytes, [=](cudaStream_t s, void* scratch) {
+               launch_attention(s, dq, dk, dv, block_size, args, p, dout, scratch);
+           });
+}
+
+// ---- element-wise ---------------------------------------------------------------------------------
+
+void CudaBackend::silu(const Tensor& x, const Tensor& y) {
+    const char* op = "silu";
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    require(x.ne0 == y.ne0 && x.ne1 == y.ne1, op, "shapes do not match: x " + shape_of(x) + ", y " + shape_of(y));
+    const DevTensor dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (x.n_elements() == 0) return;
+    launch(op, Key(5).add(dx).add(dy).words(), 0, [=](cudaStream_t s, void*) { launch_silu(s, dx, dy); });
+}
+
+void CudaBackend::gelu(const Tensor& x, const Tensor& y) {
+    const char* op = "gelu";
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    require(x.ne0 == y.ne0 && x.ne1 == y.ne1, op, "shapes do not match: x " + shape_of(x) + ", y " + shape_of(y));
+    const DevTensor dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (x.n_elements() == 0) return;
+    launch(op, Key(6).add(dx).add(dy).words(), 0, [=](cudaStream_t s, void*) { launch_gelu(s, dx, dy); });
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
+    const char* op = "add";
+    require_f32(a, op, "a");
+    require_f32(b, op, "b");
+    require_f32(y, op, "y");
+    require(a.ne0 == b.ne0 && a.ne0 == y.ne0 && a.ne1 == y.ne1 && (b.ne1 == a.ne1 || b.ne1 == 1), op,
+            "shapes do not match: a " + shape_of(a) + ", b " + shape_of(b) + ", y " + shape_of(y));
+    const DevTensor da = dev(a, op, "a"), db = dev(b, op, "b"), dy = dev(y, op, "y");
+    if (a.n_elements() == 0) return;
+    launch(op, Key(7).add(da).add(db).add(dy).words(), 0, [=](cudaStream_t s, void*) { launch_add(s, da, db, dy); });
+}
+
+void CudaBackend::mul(const Tensor& a, const Tensor& b, const Tensor& y) {
+    const char* op = "mul";
+    require_f32(a, op, "a");
+    require_f32(b, op, "b");
+    require_f32(y, op, "y");
+    require(a.ne0 == b.ne0 && a.ne0 == y.ne0 && a.ne1 == y.ne1 && (b.ne1 == a.ne1 || b.ne1 == 1), op,
+            "shapes do not match: a " + shape_of(a) + ", b " + shape_of(b) + ", y " + shape_of(y));
+    const DevTensor da = dev(a, op, "a"), db = dev(b, op, "b"), dy = dev(y, op, "y");
+    if (a.n_elements() == 0) return;
+    launch(op, Key(8).add(da).add(db).add(dy).words(), 0, [=](cudaStream_t s, void*) { launch_mul(s, da, db, dy); });
+}
+
+void CudaBackend::scale(const Tensor& x, float v, const Tensor& y) {
+    const char* op = "scale";
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    require(x.ne0 == y.ne0 && x.ne1 == y.ne1, op, "shapes do not match: x " + shape_of(x) + ", y " + shape_of(y));
+    const DevTensor dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (x.n_elements() == 0) return;
+    launch(op, Key(9).add(dx).add(v).add(dy).words(), 0, [=](cudaStream_t s, void*) { launch_scale(s, dx, v, dy); });
+}
+
+// ---- copies ---------------------------------------------------------------------------------------
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+    const char* op = "copy";
+    require(src.ne0 == dst.ne0 && src.ne1 == dst.ne1, op,
+            "shapes do not match: src " + shape_of(src) + ", dst " + shape_of(dst));
+    require(src.type == dst.type || (src.type == TypeId::F32 && convertible(dst.type)) ||
+                (dst.type == TypeId::F32 && convertible(src.type)),
+            op,
+            "no conversion from " + type_name(src.type) + " to " + type_name(dst.type) +
+                " (supported: the same type, f32 -> f16/bf16/q8_0, f16/bf16/q8_0 -> f32)");
+    if (src.type != dst.type) {
+        require_aligned(src, op, "src");
+        require_aligned(dst, op, "dst");
+    }
+    const DevTensor ds = dev(src, op, "src"), dd = dev(dst, op, "dst");
+    if (src.n_elements() == 0) return;
+    launch(op, Key(10).add(ds).add(dd).words(), 0,
+           [=](cudaStream_t s, void*) { launch_convert_rows(s, ds, dd, nullptr); });
+}
+
+void CudaBackend::set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) {
+    const char* op = "set_rows";
+    require_f32(src, op, "src");
+    require(src.ne0 == dst.ne0, op, "row widths differ: src " + shape_of(src) + ", dst " + shape_of(dst));
+    require(convertible(dst.type), op,
+            "no conversion to " + type_name(dst.type) + " (supported: f32, f16, bf16, q8_0)");
+    require_aligned(dst, op, "dst");
+    const DevTensor ds = dev(src, op, "src"), dd = dev(dst, op, "dst");
+    if (src.n_elements() == 0) return;
+    const int32_t* r = index(rows, src.ne1, op, "rows");
+    launch(op, Key(11).add(ds).add(dd).add(r).words(), 0,
+           [=](cudaStream_t s, void*) { launch_convert_rows(s, ds, dd, r); });
+}
+
+}  // namespace deskside::backends::cuda

@@ -1,0 +1,110 @@
+// rms_norm and rope kernels (kernels.h), with the CPU backend's arithmetic
+// (backends/cpu/ops_norm_rope.cpp).
+//
+// rms_norm, one CTA of kNormThreads per row. The squares are rounded to float and summed in
+// double, as on the CPU, but in a fixed parallel order instead of the CPU's sequential one:
+// element i goes to thread i % kNormThreads, each thread adds its elements in ascending order,
+// and the threads' sums meet in a fixed pairwise tree (t += t + 128, then + 64, ... + 1). The
+// order depends on the row length only (batch invariance). The double sum differs from the CPU's
+// by a few double ulps, so the float mean, the scale and every output are the CPU's except when
+// that mean lies within a few 1e-16 of a float rounding boundary (then one float ulp of the scale).
+// The rest is the CPU's float steps: mean = float(sum / n); s = 1 / sqrt(mean + eps);
+// y = (x * s) * w.
+//
+// rope: one thread per (token, head, pair). The rotations are the table the backend built on
+// the host with backends/rope_angles.h (the CPU's cos and sin); the rotation is the CPU's
+// expression, a * cos - b * sin as fma(a, cos, -(b * sin)), so rope gives the CPU's bits.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "backends/cuda/device/hd.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace deskside::backends::cuda {
+namespace {
+
+using namespace device;
+
+constexpr int kNormThreads = 256;  // a power of two (the tree)
+constexpr unsigned kMaxGridX = 1u << 30;
+constexpr int kRopeThreads = 256;
+
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_kernel(const uint8_t* x, size_t x_stride, const float* w, uint8_t* y, size_t y_stride, int64_t ne0,
+                    int64_t n_rows, float eps) {
+    __shared__ double partial[kNormThreads];
+    __shared__ float row_scale;
+    const int t = static_cast<int>(threadIdx.x);
+    for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        const float* in = reinterpret_cast<const float*>(x + r * x_stride);
+        double sum = 0.0;
+        for (int64_t i = t; i < ne0; i += kNormThreads) sum = dadd_rn(sum, static_cast<double>(mul_rn(in[i], in[i])));
+        partial[t] = sum;
+        __syncthreads();
+        for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+            if (t < s) partial[t] = dadd_rn(partial[t], partial[t + s]);
+            __syncthreads();
+        }
+        if (t == 0) {
+            const float mean = static_cast<float>(__ddiv_rn(partial[0], static_cast<double>(ne0)));
+            row_scale = div_rn(1.0f, __fsqrt_rn(add_rn(mean, eps)));
+        }
+        __syncthreads();
+        const float s = row_scale;
+        float* out = reinterpret_cast<float*>(y + r * y_stride);
+        for (int64_t i = t; i < ne0; i += kNormThreads) {
+            const float v = mul_rn(in[i], s);
+            out[i] = w ? mul_rn(v, w[i]) : v;
+        }
+        __syncthreads();  // partial and row_scale are reused by the next row
+    }
+}
+
+// rotations: [n_ctx][n_rot / 2][cos, sin].
+__global__ void rope_kernel(uint8_t* x, size_t x_stride, const int32_t* positions, const float* rotations,
+                            int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t half, bool neox,
+                            int64_t n_ctx) {
+    const int64_t per_token = n_head * half;
+    const int64_t total = n_tokens * per_token;
+    for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < total;
+         g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t token = g / per_token;
+        const int64_t rem = g - token * per_token;
+        const int64_t h = rem / half, i = rem - h * half;
+        const int32_t pos = positions[token];
+        // The engine checks positions before uploading them; a bad one leaves its row as it was
+        // rather than reading outside the table.
+        if (pos < 0 || pos >= n_ctx) continue;
+        const float* rot = rotations + (static_cast<int64_t>(pos) * half + i) * 2;
+        const float c = rot[0], s = rot[1];
+        float* v = reinterpret_cast<float*>(x + token * x_stride) + h * head_dim;
+        const int64_t i0 = neox ? i : 2 * i;
+        const int64_t i1 = neox ? i + half : 2 * i + 1;
+        const float a = v[i0], b = v[i1];
+        v[i0] = fma_rn(a, c, -mul_rn(b, s));
+        v[i1] = fma_rn(a, s, mul_rn(b, c));
+    }
+}
+
+}  // namespace
+
+void launch_rms_norm(cudaStream_t stream, const DevTensor& x, const DevTensor& weight, float eps, const DevTensor& y) {
+    if (x.ne0 <= 0 || x.ne1 <= 0) return;
+    const auto ctas = static_cast<unsigned>(std::min<int64_t>(x.ne1, kMaxGridX));
+    rms_norm_kernel<<<ctas, kNormThreads, 0, stream>>>(x.data, x.row_stride,
+                                                       reinterpret_cast<const float*>(weight.data), y.data,
+                                                       y.row_stride, x.ne0, x.ne1, eps);
+}
+
+void launch_rope(cudaStream_t stream, const DevTensor& x, const int32_t* positions, const float* rotations,
+                 const RopeParams& p) {
+    const int64_t half = p.n_rot / 2;
+    const int64_t total = x.ne1 * p.n_head * half;
+    if (total <= 0) return;
+    const auto ctas = static_cast<unsigned>(std::min<int64_t>((total + kRopeThreads - 1) / kRopeThreads, kMaxGridX));
+    rope_kernel<<<ctas, kRopeThreads, 0, stream>>>(x.data, x.row_stride, positions, rotations, x.ne1, p.n_head,
+                                                   p.head_dim, half, p.neox, p.n_ctx);
+}
+
+}  // namespace deskside::backends::cuda
