@@ -1,5 +1,6 @@
 #include "backends/devices.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -88,6 +89,16 @@ std::vector<DeviceInfo> list_devices(std::vector<AbsentApi>* absent) {
         for (DeviceInfo& d : found) out.push_back(std::move(d));
     }
     return out;
+}
+
+int split_from_env(const char* variable) {
+    const char* env = std::getenv(variable);
+    if (!env || !*env) return 1;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > 16)
+        throw std::invalid_argument(std::string(variable) + "='" + env + "': expected an integer from 1 to 16");
+    return static_cast<int>(n);
 }
 
 int device_split(const std::string& api) {

@@ -31,6 +31,10 @@ std::vector<DeviceInfo> list_devices(std::vector<AbsentApi>* absent = nullptr);
 // for cpu). Throws std::invalid_argument when the variable is malformed.
 int device_split(const std::string& api);
 
+// The value of `variable` (DESKSIDE_VULKAN_SPLIT, DESKSIDE_CUDA_SPLIT): 1 when unset; throws
+// std::invalid_argument naming the variable when it is not an integer in 1..16.
+int split_from_env(const char* variable);
+
 // The APIs in the registry table, in order ("cpu", "vulkan", "cuda").
 std::vector<std::string> device_apis();
 

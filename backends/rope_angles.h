@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <vector>
 
 #include "backends/backend.h"
 
@@ -73,6 +74,42 @@ inline void rope_angles(const RopeParams& p, int32_t pos, float* cos_out, float*
         cos_out[i] = std::cos(angle) * mscale;
         sin_out[i] = std::sin(angle) * mscale;
     }
+}
+
+// The rotations of every position below p.n_ctx, (cos, sin) interleaved per pair: element
+// 2 (pos * n_rot / 2 + i) is pair i's cos at `pos`, the next its sin. Device backends upload it
+// once per set of rope parameters (RopeTableKey) and index it by the step's positions.
+inline std::vector<float> rope_rotation_table(const RopeParams& p) {
+    const int64_t half = p.n_rot / 2;
+    std::vector<float> rotations(static_cast<size_t>(p.n_ctx * half * 2));
+    std::vector<float> cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
+    for (int64_t pos = 0; pos < p.n_ctx; ++pos) {
+        rope_angles(p, static_cast<int32_t>(pos), cos_row.data(), sin_row.data());
+        for (int64_t i = 0; i < half; ++i) {
+            rotations[2 * (pos * half + i)] = cos_row[i];
+            rotations[2 * (pos * half + i) + 1] = sin_row[i];
+        }
+    }
+    return rotations;
+}
+
+// Everything rope_rotation_table's values depend on (n_head does not matter).
+struct RopeTableKey {
+    int64_t n_rot;
+    float freq_base;
+    int scaling;
+    float scaling_factor;
+    int64_t orig_ctx;
+    float llama3_low, llama3_high, yarn_fast, yarn_slow;
+    int64_t n_ctx;
+    std::vector<float> freq_factors;
+    bool operator==(const RopeTableKey&) const = default;
+};
+
+inline RopeTableKey rope_table_key(const RopeParams& p) {
+    return {p.n_rot,      p.freq_base,          static_cast<int>(p.scaling), p.scaling_factor,
+            p.orig_ctx,   p.llama3_low_freq_factor, p.llama3_high_freq_factor, p.yarn_beta_fast,
+            p.yarn_beta_slow, p.n_ctx, std::vector<float>(p.freq_factors.begin(), p.freq_factors.end())};
 }
 
 }  // namespace deskside::backends

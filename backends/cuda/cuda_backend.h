@@ -29,6 +29,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/kernels.h"
+#include "backends/rope_angles.h"
 
 typedef struct CUevent_st* cudaEvent_t;
 typedef struct CUgraphExec_st* cudaGraphExec_t;
@@ -167,18 +168,7 @@ class CudaBackend final : public Backend {
     std::unique_ptr<CudaBuffer> scratch_;
     bool freeing_scratch_ = false;  // scratch() replaces it: recorded ops take it at run time
 
-    struct RopeKey {
-        int64_t n_rot;
-        float freq_base;
-        int scaling;
-        float scaling_factor;
-        int64_t orig_ctx;
-        float llama3_low, llama3_high, yarn_fast, yarn_slow;
-        int64_t n_ctx;
-        std::vector<float> freq_factors;
-        bool operator==(const RopeKey&) const = default;
-    };
-    std::vector<std::pair<RopeKey, std::unique_ptr<CudaBuffer>>> rope_tables_;
+    std::vector<std::pair<RopeTableKey, std::unique_ptr<CudaBuffer>>> rope_tables_;
 
     // ---- step recording and graphs ----
     static constexpr size_t kMaxGraphs = 16;

@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_registry.h"
+#include "backends/devices.h"
 
 #ifndef DESKSIDE_CUDA_BUILT_ARCHS
 #define DESKSIDE_CUDA_BUILT_ARCHS "unknown"
@@ -81,15 +82,7 @@ class DeviceGuard {
 
 }  // namespace
 
-int cuda_split() {
-    const char* env = std::getenv("DESKSIDE_CUDA_SPLIT");
-    if (!env || !*env) return 1;
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end != '\0' || n < 1 || n > 16)
-        throw std::invalid_argument(std::string("DESKSIDE_CUDA_SPLIT='") + env + "': expected an integer from 1 to 16");
-    return static_cast<int>(n);
-}
+int cuda_split() { return split_from_env("DESKSIDE_CUDA_SPLIT"); }
 
 std::vector<DeviceInfo> list_cuda_devices(std::string* why_absent) {
     std::vector<DeviceInfo> out;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/rope_angles.h"
 #include "backends/vulkan/vk_device.h"
 #include "backends/vulkan/vk_memory.h"
 #include "backends/vulkan/vk_pipeline.h"
@@ -150,22 +151,11 @@ class VulkanBackend final : public Backend, private BufferOwner {
     std::unordered_set<VkBuffer> in_flight_;  // buffers the recorded commands use
     std::unique_ptr<Buffer> scratch_;         // see scratch(); after in_flight_, destroyed first
     std::unique_ptr<Buffer> gelu_table_;      // backends/gelu_table.h on the device, made by gelu()
-    struct RopeKey {
-        int64_t head_dim, n_rot;
-        float freq_base;
-        int scaling;
-        float scaling_factor;
-        int64_t orig_ctx;
-        float llama3_low, llama3_high, yarn_fast, yarn_slow;
-        int64_t n_ctx;
-        std::vector<float> freq_factors;
-        bool operator==(const RopeKey&) const = default;
-    };
     struct RopeTable {
         std::unique_ptr<Buffer> buffer;
         Tensor tensor;
     };
-    std::vector<std::pair<RopeKey, RopeTable>> rope_tables_;  // see rope_table()
+    std::vector<std::pair<RopeTableKey, RopeTable>> rope_tables_;  // see rope_table()
 };
 
 }  // namespace deskside::backends::vulkan

@@ -53,22 +53,11 @@ void VulkanBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, c
 }
 
 const Tensor& VulkanBackend::rope_table(const RopeParams& rp) {
-    RopeKey key{rp.head_dim, rp.n_rot, rp.freq_base, static_cast<int>(rp.scaling), rp.scaling_factor, rp.orig_ctx,
-                rp.llama3_low_freq_factor, rp.llama3_high_freq_factor, rp.yarn_beta_fast, rp.yarn_beta_slow,
-                rp.n_ctx, std::vector<float>(rp.freq_factors.begin(), rp.freq_factors.end())};
+    RopeTableKey key = rope_table_key(rp);
     for (const auto& [k, t] : rope_tables_)
         if (k == key) return t.tensor;
     const int64_t half = rp.n_rot / 2;
-    // The rotations of every position, interleaved (cos, sin) per pair: the CPU backend's values.
-    std::vector<float> rotations(static_cast<size_t>(rp.n_ctx * half * 2));
-    std::vector<float> cos_row(static_cast<size_t>(half)), sin_row(static_cast<size_t>(half));
-    for (int64_t pos = 0; pos < rp.n_ctx; ++pos) {
-        rope_angles(rp, static_cast<int32_t>(pos), cos_row.data(), sin_row.data());
-        for (int64_t i = 0; i < half; ++i) {
-            rotations[2 * (pos * half + i)] = cos_row[i];
-            rotations[2 * (pos * half + i) + 1] = sin_row[i];
-        }
-    }
+    const std::vector<float> rotations = rope_rotation_table(rp);  // the CPU backend's values
     RopeTable table;
     table.buffer = alloc(rotations.size() * sizeof(float));
     upload(*table.buffer, 0, rotations.data(), rotations.size() * sizeof(float));

@@ -35,15 +35,7 @@ int parse_index(const std::string& name) {
 
 }  // namespace
 
-int vulkan_split() {
-    const char* env = std::getenv("DESKSIDE_VULKAN_SPLIT");
-    if (!env || !*env) return 1;
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end != '\0' || n < 1 || n > 16)
-        throw std::invalid_argument(std::string("DESKSIDE_VULKAN_SPLIT='") + env + "': expected an integer from 1 to 16");
-    return static_cast<int>(n);
-}
+int vulkan_split() { return split_from_env("DESKSIDE_VULKAN_SPLIT"); }
 
 std::vector<DeviceInfo> list_vulkan_devices(std::string* why_none) {
     std::string why;
