@@ -7,6 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh --deps-only || exit 1
+# The real models the tests use (cached after the first run), so that no test skips for want of one.
+scripts/fetch-gemma3-270m.sh > /dev/null || exit 1
 build=build-test
 export CCACHE_BASEDIR="$PWD"
 # One GPU architecture keeps the CUDA part of the build short (the device code is compiled, not run, here).
