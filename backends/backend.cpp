@@ -23,6 +23,11 @@ const char* op_name(Op op) {
         case Op::Copy: return "copy";
         case Op::SetRows: return "set_rows";
         case Op::CopyTo: return "copy_to";
+        case Op::MoeRoute: return "moe_route";
+        case Op::MatmulId: return "matmul_id";
+        case Op::AddId: return "add_id";
+        case Op::MoeCombine: return "moe_combine";
+        case Op::SwigluOai: return "swiglu_oai";
     }
     return "unknown op";
 }

@@ -114,6 +114,9 @@ struct RopeParams {
     // Positions passed to rope() are in [0, n_ctx): a backend may tabulate the rotation of every
     // position once (the angles are a function of the position and these parameters alone).
     int64_t n_ctx = 0;
+    // Multiplies cos and sin (ggml's attn_factor; YaRN's magnitude is multiplied by it): LongRoPE
+    // files (Phi-3.5) scale Q and K by rope.scaling.attn_factor this way.
+    float attn_factor = 1.0f;
 };
 
 // K and V cache of one layer, paged: cache row c = block * block_size + (pos % block_size).
@@ -138,10 +141,34 @@ struct AttentionParams {
     int64_t head_dim_v = 0;
     float scale = 1.0f;     // applied to q.k before softmax
     int64_t window = 0;     // sliding window in positions; 0 = unlimited
+    // Attention sinks (gpt-oss): F32 [n_head, 1] on this device, one logit per query head that
+    // joins the softmax's denominator (exp(sink - max) added to the sum; the max taken over the
+    // scores and the sink) but has no value. Empty = none.
+    Tensor sinks;
+};
+
+// How a mixture-of-experts router turns its logits into n_used experts per token and their weights.
+enum class MoeGating {
+    // p = softmax(logits) over all experts; the n_used largest p; weights = those p, divided by
+    // their sum when `normalize` (Qwen3-MoE, Mixtral). ref: llama.cpp build_moe_ffn, gating SOFTMAX.
+    SoftmaxThenTopK,
+    // The n_used largest raw logits; weights = softmax over those n_used (gpt-oss).
+    // ref: llama.cpp build_moe_ffn, gating SOFTMAX_WEIGHT.
+    TopKThenSoftmax,
+};
+
+struct MoeRouteParams {
+    int64_t n_expert = 0;  // = logits.ne0
+    int64_t n_used = 0;    // experts per token (k)
+    MoeGating gating = MoeGating::SoftmaxThenTopK;
+    bool normalize = false;  // SoftmaxThenTopK only
 };
 
 // The ops of the interface, for supports().
-enum class Op { GetRows, Matmul, RmsNorm, Rope, Attention, Silu, Gelu, Add, Mul, Scale, Copy, SetRows, CopyTo };
+enum class Op {
+    GetRows, Matmul, RmsNorm, Rope, Attention, Silu, Gelu, Add, Mul, Scale, Copy, SetRows, CopyTo,
+    MoeRoute, MatmulId, AddId, MoeCombine, SwigluOai,
+};
 const char* op_name(Op op);
 
 class Backend {
@@ -154,7 +181,7 @@ class Backend {
 
     // ---- capabilities ---------------------------------------------------------------------------
     // Whether `op` runs here with `type` as its typed operand: the table of get_rows, the weights
-    // of matmul, the destination of copy and set_rows, the K/V cache type of attention (asked
+    // of matmul and matmul_id, the destination of copy and set_rows, the K/V cache type of attention (asked
     // for K and for V), F32 for the others. Placement asks before loading anything, so a model
     // this device cannot run is refused (or placed elsewhere) up front, never halfway through
     // loading (as ggml's supports_op).
@@ -216,6 +243,35 @@ class Backend {
     // dst row rows[i] = src row i, converted to dst's type (writes into the KV cache). rows: I32
     // [src.ne1, 1], each in [0, dst.ne1).
     virtual void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) = 0;
+
+    // ---- mixture of experts (ggml's argsort/top-k + mul_mat_id + add_id) ------------------------
+    // Expert ids live on the device: no op can check them. The CPU throws std::out_of_range for
+    // an id outside [0, n_expert); a GPU backend leaves matmul_id's row unwritten and makes
+    // add_id's row NaN. moe_route only writes ids in range.
+    // Router: logits [n_expert, n] -> ids I32 [n_used, n] (contiguous), the chosen experts of each
+    // token in descending order of weight (ties: the lower expert index first), and weights F32
+    // [n_used, n]. SoftmaxThenTopK with normalize divides by the sum clamped to >= 2^-14 (as
+    // llama.cpp's build_moe_ffn clamps it).
+    virtual void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) = 0;
+    // Expert matmul (ggml's mul_mat_id). w stacks n_expert matrices [k, n_out] (w.ne1 = n_expert *
+    // n_out: the whole [k, n_out, n_expert] GGUF tensor, mapped with map_weight_matrix); ids: I32
+    // [n_used, n] from moe_route (contiguous); x: [k, n] (every slot of token t reads row t) or
+    // [k, n_used * n] (slot s of token t reads row t * n_used + s); y: [n_out, n_used * n], row
+    // t * n_used + s = W[ids[s, t]] x. Each row is computed as matmul computes it with that
+    // expert's matrix mapped alone (same quantization, same sums): the same bits on the CPU when
+    // n_out is a multiple of 8 (backends/cpu/cpu_backend.h says why), and batch invariant.
+    // supports(Op::MatmulId, type) asks for w's type.
+    virtual void matmul_id(const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) = 0;
+    // y row r = a row r + b row ids[r] (ids read as n_used * n words in order, i.e. row t *
+    // n_used + s takes expert ids[s, t]): per-expert biases. a, y: [ne0, n_used * n]; b: [ne0, n_expert].
+    virtual void add_id(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& y) = 0;
+    // out[:, t] = sum over s = 0 .. n_used-1, in that order, of y[:, t * n_used + s] * weights[s, t]
+    // (each product rounded to F32, then added left to right: ggml's mul then add chain).
+    // y: [ne0, n_used * n]; weights: [n_used, n]; out: [ne0, n].
+    virtual void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) = 0;
+    // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+    // y = g / (1 + exp(-alpha g)) * (u + 1). ref: llama.cpp ggml_swiglu_oai. gate, up, y: same shape.
+    virtual void swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, const Tensor& y) = 0;
 };
 
 [[noreturn]] void throw_foreign_buffer(const Backend& backend, const Buffer& buffer, const char* op);

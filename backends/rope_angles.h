@@ -57,7 +57,7 @@ inline void rope_angles(const RopeParams& p, int32_t pos, float* cos_out, float*
     float freq = 1.0f;
     for (int64_t i = 0; i < n_pairs; ++i, theta *= theta_scale, freq *= theta_scale) {
         float angle = theta;
-        float mscale = 1.0f;
+        float mscale = 1.0f;  // ggml: attn_factor, times YaRN's magnitude below
         if (!p.freq_factors.empty()) {
             angle = theta / p.freq_factors[i];
         } else if (p.scaling == RopeScalingType::Llama3) {
@@ -71,6 +71,7 @@ inline void rope_angles(const RopeParams& p, int32_t pos, float* cos_out, float*
             angle = interp * (1 - ramp) + theta * ramp;
             mscale = 1.0f + 0.1f * std::log(p.scaling_factor);  // ref: YaRN eq. 22 (sqrt(1/t))
         }
+        mscale *= p.attn_factor;
         cos_out[i] = std::cos(angle) * mscale;
         sin_out[i] = std::sin(angle) * mscale;
     }
@@ -102,6 +103,7 @@ struct RopeTableKey {
     int64_t orig_ctx;
     float llama3_low, llama3_high, yarn_fast, yarn_slow;
     int64_t n_ctx;
+    float attn_factor;
     std::vector<float> freq_factors;
     bool operator==(const RopeTableKey&) const = default;
 };
@@ -109,7 +111,7 @@ struct RopeTableKey {
 inline RopeTableKey rope_table_key(const RopeParams& p) {
     return {p.n_rot,      p.freq_base,          static_cast<int>(p.scaling), p.scaling_factor,
             p.orig_ctx,   p.llama3_low_freq_factor, p.llama3_high_freq_factor, p.yarn_beta_fast,
-            p.yarn_beta_slow, p.n_ctx, std::vector<float>(p.freq_factors.begin(), p.freq_factors.end())};
+            p.yarn_beta_slow, p.n_ctx, p.attn_factor, std::vector<float>(p.freq_factors.begin(), p.freq_factors.end())};
 }
 
 }  // namespace deskside::backends

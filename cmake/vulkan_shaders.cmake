@@ -4,9 +4,13 @@
 # variants in shaders/<family>.variants, one per line:
 #     <variant_name>: -DNAME=VALUE -DOTHER      # '#' starts a comment
 # Each variant is one SPIR-V module compiled from the family's source with those defines; without
-# a .variants file the family compiles once, named after the file. The SPIR-V is written as a C
-# initializer (glslc -mfmt=c) into the build tree, wrapped in a generated .cpp, and listed in a
-# generated registry that vk_shaders.h looks up by variant name. Nothing generated is committed.
+# a .variants file the family compiles once, named after the file. A line
+#     @twin <from_prefix> <to_prefix>: -DDEFINE ...
+# gives every variant of the file whose name starts with <from_prefix> a twin named with
+# <to_prefix> instead, compiled with the extra defines (matmul_q8_q4_0 -> matmul_id_q8_q4_0 with
+# -DMATMUL_ID), so a variant added to the list gets its twin without a second line. The SPIR-V
+# is written as a C initializer (glslc -mfmt=c) into the build tree, wrapped in a generated .cpp,
+# and listed in a generated registry that vk_shaders.h looks up by variant name. Nothing generated is committed.
 
 set(_vk_dir ${PROJECT_SOURCE_DIR}/backends/vulkan)
 set(_vk_gen ${CMAKE_BINARY_DIR}/generated/vulkan)
@@ -30,6 +34,7 @@ foreach(_comp IN LISTS _vk_families)
   get_filename_component(_family ${_comp} NAME_WE)
   set(_variants_file ${_vk_dir}/shaders/${_family}.variants)
   set(_entries)
+  set(_twins)
   set(_variants_dep)
   if(EXISTS ${_variants_file})
     set(_variants_dep ${_variants_file})
@@ -40,11 +45,38 @@ foreach(_comp IN LISTS _vk_families)
       if(_line STREQUAL "")
         continue()
       endif()
+      if(_line MATCHES "^@twin[ \t]+([A-Za-z0-9_]+)[ \t]+([A-Za-z0-9_]+)[ \t]*:(.*)$")
+        list(APPEND _twins "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}|${CMAKE_MATCH_3}")
+        continue()
+      endif()
       if(NOT _line MATCHES "^([A-Za-z0-9_]+)[ \t]*:(.*)$")
         message(FATAL_ERROR "${_variants_file}: bad line '${_line}' (expected 'name: -DDEFINE ...')")
       endif()
       list(APPEND _entries "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
     endforeach()
+    set(_twin_entries)
+    foreach(_twin IN LISTS _twins)
+      string(REPLACE "|" ";" _twin_parts "${_twin}")
+      list(GET _twin_parts 0 _from)
+      list(GET _twin_parts 1 _to)
+      list(GET _twin_parts 2 _extra)
+      string(LENGTH "${_from}" _from_length)
+      foreach(_entry IN LISTS _entries)
+        string(REPLACE "|" ";" _parts "${_entry}")
+        list(GET _parts 0 _name)
+        set(_define_text)
+        list(LENGTH _parts _n_parts)
+        if(_n_parts GREATER 1)
+          list(GET _parts 1 _define_text)
+        endif()
+        string(FIND "${_name}" "${_from}" _at)
+        if(_at EQUAL 0)
+          string(SUBSTRING "${_name}" ${_from_length} -1 _rest)
+          list(APPEND _twin_entries "${_to}${_rest}|${_define_text} ${_extra}")
+        endif()
+      endforeach()
+    endforeach()
+    list(APPEND _entries ${_twin_entries})
   else()
     list(APPEND _entries "${_family}|")
   endif()

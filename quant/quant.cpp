@@ -32,6 +32,16 @@ constexpr std::array kTraits{
     QuantTraits{TypeId::Q8_K,   to_float_q8_k,   from_float_q8_k,   TypeId::Q8_K, vec_dot_q8_k},
     QuantTraits{TypeId::IQ4_NL, to_float_iq4_nl, nullptr,           TypeId::Q8_0, vec_dot_iq4_nl},
     QuantTraits{TypeId::IQ4_XS, to_float_iq4_xs, nullptr,           TypeId::Q8_K, vec_dot_iq4_xs},
+    QuantTraits{TypeId::IQ2_XXS, to_float_iq2_xxs, nullptr,         TypeId::Q8_K, vec_dot_iq2_xxs},
+    QuantTraits{TypeId::IQ2_XS, to_float_iq2_xs, nullptr,           TypeId::Q8_K, vec_dot_iq2_xs},
+    QuantTraits{TypeId::IQ2_S,  to_float_iq2_s,  nullptr,           TypeId::Q8_K, vec_dot_iq2_s},
+    QuantTraits{TypeId::IQ3_XXS, to_float_iq3_xxs, nullptr,         TypeId::Q8_K, vec_dot_iq3_xxs},
+    QuantTraits{TypeId::IQ3_S,  to_float_iq3_s,  nullptr,           TypeId::Q8_K, vec_dot_iq3_s},
+    QuantTraits{TypeId::IQ1_S,  to_float_iq1_s,  nullptr,           TypeId::Q8_K, vec_dot_iq1_s},
+    QuantTraits{TypeId::IQ1_M,  to_float_iq1_m,  nullptr,           TypeId::Q8_K, vec_dot_iq1_m},
+    QuantTraits{TypeId::TQ1_0,  to_float_tq1_0,  from_float_tq1_0,  TypeId::Q8_K, vec_dot_tq1_0},
+    QuantTraits{TypeId::TQ2_0,  to_float_tq2_0,  from_float_tq2_0,  TypeId::Q8_K, vec_dot_tq2_0},
+    QuantTraits{TypeId::MXFP4,  to_float_mxfp4,  from_float_mxfp4,  TypeId::Q8_0, vec_dot_mxfp4},
 };
 // clang-format on
 

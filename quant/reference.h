@@ -68,4 +68,32 @@ float vec_dot_iq4_nl(int64_t n, const void* w, const void* a);  // Q8_0 activati
 void to_float_iq4_xs(const void* src, float* dst, int64_t n);
 float vec_dot_iq4_xs(int64_t n, const void* w, const void* a);  // Q8_K activations
 
+// Low-bit i-quants, codebook-based (ref_iq_lowbit.cpp): dequantize and dot only, Q8_K activations.
+void to_float_iq2_xxs(const void* src, float* dst, int64_t n);
+float vec_dot_iq2_xxs(int64_t n, const void* w, const void* a);
+void to_float_iq2_xs(const void* src, float* dst, int64_t n);
+float vec_dot_iq2_xs(int64_t n, const void* w, const void* a);
+void to_float_iq2_s(const void* src, float* dst, int64_t n);
+float vec_dot_iq2_s(int64_t n, const void* w, const void* a);
+void to_float_iq3_xxs(const void* src, float* dst, int64_t n);
+float vec_dot_iq3_xxs(int64_t n, const void* w, const void* a);
+void to_float_iq3_s(const void* src, float* dst, int64_t n);
+float vec_dot_iq3_s(int64_t n, const void* w, const void* a);
+void to_float_iq1_s(const void* src, float* dst, int64_t n);
+float vec_dot_iq1_s(int64_t n, const void* w, const void* a);
+void to_float_iq1_m(const void* src, float* dst, int64_t n);
+float vec_dot_iq1_m(int64_t n, const void* w, const void* a);
+
+// Ternary and microscaling FP4 (ref_ternary_mxfp4.cpp). TQ1_0 / TQ2_0 dots take Q8_K
+// activations, MXFP4 takes Q8_0.
+void to_float_tq1_0(const void* src, float* dst, int64_t n);
+void from_float_tq1_0(const float* src, void* dst, int64_t n);
+float vec_dot_tq1_0(int64_t n, const void* w, const void* a);
+void to_float_tq2_0(const void* src, float* dst, int64_t n);
+void from_float_tq2_0(const float* src, void* dst, int64_t n);
+float vec_dot_tq2_0(int64_t n, const void* w, const void* a);
+void to_float_mxfp4(const void* src, float* dst, int64_t n);
+void from_float_mxfp4(const float* src, void* dst, int64_t n);
+float vec_dot_mxfp4(int64_t n, const void* w, const void* a);
+
 }  // namespace deskside::quant::ref

@@ -60,6 +60,7 @@ bool CpuBackend::supports(Op op, quant::TypeId type) const {
     switch (op) {
         case Op::GetRows:
         case Op::Matmul:
+        case Op::MatmulId:
         case Op::Attention: return quant::quant_traits(type) != nullptr;
         case Op::Copy:
         case Op::SetRows: {

@@ -30,6 +30,18 @@ inline __m256i levels(const quant::BlockIq4Nl& b) {
     return _mm256_shuffle_epi8(_mm256_set_m128i(table128, table128), nibbles_32(b.qs));
 }
 
+inline __m256i levels(const quant::BlockMxfp4& b) {
+    const __m128i table128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMxfp4Values.data()));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table128, table128), nibbles_32(b.qs));
+}
+
+// The float scale of a 32-element block's levels: its fp16 d, or MXFP4's halved E8M0 exponent.
+template <class Block>
+inline float block_scale(const Block& b) {
+    return fp16(b.d);
+}
+inline float block_scale(const quant::BlockMxfp4& b) { return quant::e8m0_to_fp32_half(b.e); }
+
 // ---- 256-element super-blocks ----
 
 // Bits [shift, shift + width) of every byte of v, in the low bits of each byte.

@@ -18,6 +18,8 @@ void gemm_q8_0_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const ui
                     float* y, size_t ys);
 void gemm_iq4_nl_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const uint8_t* a, size_t as, int64_t nc,
                       float* y, size_t ys);
+void gemm_mxfp4_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const uint8_t* a, size_t as, int64_t nc,
+                     float* y, size_t ys);  // twin: vec_dot_mxfp4_avx2 (dot_tq_mxfp4_avx2.cpp)
 
 // gemm_kquant_avx2.cpp: twins of the dot_kquant_avx2.cpp kernels.
 void gemm_q4_k_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const uint8_t* a, size_t as, int64_t nc,

@@ -26,6 +26,7 @@ constexpr std::array kGemms{
     Gemm{TypeId::Q5_0,   CpuIsa::Avx2, gemm_q5_0_avx2,   vec_dot_q5_0_avx2},
     Gemm{TypeId::Q8_0,   CpuIsa::Avx2, gemm_q8_0_avx2,   vec_dot_q8_0_avx2},
     Gemm{TypeId::IQ4_NL, CpuIsa::Avx2, gemm_iq4_nl_avx2, vec_dot_iq4_nl_avx2},
+    Gemm{TypeId::MXFP4,  CpuIsa::Avx2, gemm_mxfp4_avx2,  vec_dot_mxfp4_avx2},
     Gemm{TypeId::Q4_K,   CpuIsa::Avx2, gemm_q4_k_avx2,   vec_dot_q4_k_avx2},
     Gemm{TypeId::Q6_K,   CpuIsa::Avx2, gemm_q6_k_avx2,   vec_dot_q6_k_avx2},
 };

@@ -1,5 +1,5 @@
 // AVX2 tiled gemm for the 32-element block formats dotted against Q8_0: Q4_0, Q5_0, Q8_0,
-// IQ4_NL. A tile is one weight row against up to eight activation rows: per block, the row's
+// IQ4_NL, MXFP4 (twin: dot_tq_mxfp4_avx2.cpp). A tile is one weight row against up to eight activation rows: per block, the row's
 // levels are decoded once and met by every activation row; each output keeps its own 8-lane
 // float accumulator updated with the same sign/maddubs/madd integer sums and the same FMA as
 // dot_signed_blocks in dot_legacy_avx2.cpp, so every output equals the single-row kernel's bit
@@ -44,7 +44,7 @@ struct SignedBlocks {
         for (int64_t i = 0; i < nb; ++i) {
             const __m256i wl = levels(x[i]);
             const __m256i wabs = _mm256_sign_epi8(wl, wl);
-            const __m256 dw = _mm256_set1_ps(fp16(x[i].d));
+            const __m256 dw = _mm256_set1_ps(block_scale(x[i]));
 #pragma GCC unroll 8
             for (int c = 0; c < C; ++c) {
                 // dot_i8_i8(levels, activations), as the single-row kernel computes it. The scale
@@ -119,6 +119,11 @@ void gemm_q8_0_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const ui
 void gemm_iq4_nl_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const uint8_t* a, size_t as, int64_t nc,
                       float* y, size_t ys) {
     run<SignedBlocks<quant::BlockIq4Nl>>(k, w, ws, nr, a, as, nc, y, ys);
+}
+
+void gemm_mxfp4_avx2(int64_t k, const uint8_t* w, size_t ws, int64_t nr, const uint8_t* a, size_t as, int64_t nc,
+                     float* y, size_t ys) {
+    run<SignedBlocks<quant::BlockMxfp4>>(k, w, ws, nr, a, as, nc, y, ys);
 }
 
 }  // namespace deskside::backends::cpu

@@ -10,7 +10,10 @@
 // q . k is the K cache type's dot after rounding q to that type's dot type (F16 for an F16 cache,
 // in the reference machine's summation order, see ops_attention_kernels.h); softmax is online,
 // in position order (ref: Milakov & Gimelshein, arXiv:1805.02867); with an F16 V cache the
-// weighted sum of V is accumulated in F16, otherwise in F32.
+// weighted sum of V is accumulated in F16, otherwise in F32. Attention sinks (AttentionParams::
+// sinks) come after the last position, as ggml's flash attention takes them: the sink logit joins
+// the running max (the accumulator, already widened to F32, rescaled in F32 when it is larger)
+// and adds exp(sink - max) to the sum, without a value.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -133,6 +136,16 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor&
     const size_t k_head_bytes = quant::row_bytes(kv.k.type, p.head_dim);
     const size_t v_head_bytes = quant::row_bytes(kv.v.type, p.head_dim_v);
     const int64_t group = p.n_head / p.n_head_kv;
+    const float* sinks = nullptr;
+    if (!p.sinks.empty()) {
+        if (p.sinks.type != quant::TypeId::F32 || p.sinks.ne0 * p.sinks.ne1 < p.n_head ||
+            (p.sinks.ne1 > 1 && p.sinks.row_stride != p.sinks.row_bytes()))
+            throw std::invalid_argument("cpu attention: sinks must be a contiguous F32 tensor of n_head = " +
+                                        std::to_string(p.n_head) + " values, got [" + std::to_string(p.sinks.ne0) +
+                                        ", " + std::to_string(p.sinks.ne1) + "] " +
+                                        std::string(quant::type_info(p.sinks.type).name));
+        sinks = host_f32_row(p.sinks);
+    }
     const bool simd = cpu_features().has_avx2_kernels();
     const bool f16_k = kv.k.type == quant::TypeId::F16;
     const quant::VecDotFn k_dot = best_vec_dot(kv.k.type);
@@ -205,6 +218,17 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor&
             }
         }
         for (int64_t j = 0; j < heads_per_task; ++j) {
+            if (sinks) {
+                const float s = sinks[h0 + j];
+                float ms = 1.0f, vs = 1.0f;
+                if (s > max_score(j)) {
+                    ms = std::exp(max_score(j) - s);
+                    scale_acc(acc(j), p.head_dim_v, ms, false);
+                } else {
+                    vs = std::exp(s - max_score(j));
+                }
+                sum(j) = sum(j) * ms + vs;
+            }
             const float inv = 1.0f / sum(j);
             float* o = host_f32_row(out, t) + (h0 + j) * p.head_dim_v;
             for (int64_t d = 0; d < p.head_dim_v; ++d) o[d] = acc(j)[d] * inv;

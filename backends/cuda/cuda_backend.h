@@ -98,6 +98,11 @@ class CudaBackend final : public Backend {
     void scale(const Tensor& x, float s, const Tensor& y) override;
     void copy(const Tensor& src, const Tensor& dst) override;
     void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) override;
+    void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) override;
+    void matmul_id(const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
+    void add_id(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& y) override;
+    void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
+    void swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, const Tensor& y) override;
 
     uint64_t allocated_bytes() const { return allocated_; }
     // Graphs launched, captured and steps run eagerly so far (tests and `deskside bench` read them).

@@ -52,6 +52,15 @@ void require_aligned(const Tensor& t, const char* op, const char* name) {
 // The types copy and set_rows convert between F32 and (quant/'s conversions, bit for bit).
 bool convertible(TypeId t) { return t == TypeId::F32 || t == TypeId::F16 || t == TypeId::BF16 || t == TypeId::Q8_0; }
 
+// The ids [n_used, n] of a MoE op as one row of n_used * n words (slot order).
+Tensor flat_ids(const Tensor& ids) {
+    Tensor t = ids;
+    t.ne0 = ids.ne0 * ids.ne1;
+    t.ne1 = 1;
+    t.row_stride = t.row_bytes();
+    return t;
+}
+
 // The launch arguments as words, in the order the launch passes them.
 class Key {
    public:
@@ -115,7 +124,8 @@ const int32_t* CudaBackend::index(const Tensor& t, int64_t n, const char* op, co
 bool CudaBackend::supports(Op op, TypeId type) const {
     switch (op) {
         case Op::GetRows:
-        case Op::Matmul: return matmul_supported(type);
+        case Op::Matmul:
+        case Op::MatmulId: return matmul_supported(type);
         case Op::Attention: return attention_supported(type, type);
         case Op::Copy:
         case Op::SetRows: return convertible(type);
@@ -242,13 +252,22 @@ void CudaBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor
             "the arguments must hold at least " + std::to_string(kAttentionQueryWords) + " words per query, got " +
                 shape_of(queries));
     const int32_t* args = index(queries, queries.ne0, op, "the arguments");
+    const float* sinks = nullptr;
+    if (!p.sinks.empty()) {
+        require_f32(p.sinks, op, "sinks");
+        const bool contiguous = p.sinks.ne1 == 1 || p.sinks.row_stride == p.sinks.row_bytes();
+        require(p.sinks.ne0 * p.sinks.ne1 >= p.n_head && contiguous, op,
+                "sinks must hold n_head = " + std::to_string(p.n_head) + " contiguous values, got " +
+                    shape_of(p.sinks));
+        sinks = reinterpret_cast<const float*>(dev(p.sinks, op, "sinks").data);
+    }
     const size_t scratch_bytes = attention_scratch_bytes(q.ne1, p, kv.k.ne1);
     const int64_t block_size = kv.block_size;
     launch(op,
            Key(4).add(dq).add(dk).add(dv).add(block_size).add(args).add(p.n_head).add(p.n_head_kv).add(p.head_dim)
-               .add(p.head_dim_v).add(p.scale).add(p.window).add(dout).words(),
+               .add(p.head_dim_v).add(p.scale).add(p.window).add(sinks).add(dout).words(),
            scratch_bytes, [=](cudaStream_t s, void* scratch) {
-               launch_attention(s, dq, dk, dv, block_size, args, p, dout, scratch);
+               launch_attention(s, dq, dk, dv, block_size, args, p, sinks, dout, scratch);
            });
 }
 
@@ -341,6 +360,109 @@ void CudaBackend::set_rows(const Tensor& src, const Tensor& dst, const Tensor& r
     const int32_t* r = index(rows, src.ne1, op, "rows");
     launch(op, Key(11).add(ds).add(dd).add(r).words(), 0,
            [=](cudaStream_t s, void*) { launch_convert_rows(s, ds, dd, r); });
+}
+
+// ---- mixture of experts ---------------------------------------------------------------------------
+
+namespace {
+
+// The ids [n_used, n] of a MoE op: contiguous I32 (words in slot order).
+void require_ids(const Tensor& ids, const char* op) {
+    require(!ids.empty() && ids.type == TypeId::I32 && ids.row_stride == ids.row_bytes(), op,
+            "ids must be a contiguous I32 tensor [n_used, n], got " +
+                (ids.empty() ? std::string("none") : shape_of(ids)));
+}
+
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) {
+    const char* op = "moe_route";
+    require_f32(logits, op, "logits");
+    require_f32(weights, op, "weights");
+    require_ids(ids, op);
+    const int64_t n = logits.ne1;
+    require(p.n_expert > 0 && logits.ne0 == p.n_expert, op,
+            "logits " + shape_of(logits) + " must be n_expert = " + std::to_string(p.n_expert) + " wide");
+    require(p.n_used >= 1 && p.n_used <= p.n_expert, op,
+            "n_used " + std::to_string(p.n_used) + " must be in [1, n_expert = " + std::to_string(p.n_expert) + "]");
+    require(ids.ne0 == p.n_used && ids.ne1 == n && weights.ne0 == p.n_used && weights.ne1 == n, op,
+            "ids " + shape_of(ids) + " and weights " + shape_of(weights) + " must be [n_used, n]");
+    const DevTensor dl = dev(logits, op, "logits"), dw = dev(weights, op, "weights");
+    if (n == 0) return;
+    auto* di = const_cast<int32_t*>(index(flat_ids(ids), p.n_used * n, op, "ids"));  // written here
+    const size_t ids_stride = ids.row_stride;
+    launch(op,
+           Key(12).add(dl).add(p.n_expert).add(p.n_used).add(static_cast<int64_t>(p.gating))
+               .add(static_cast<int64_t>(p.normalize)).add(di).add(dw).words(),
+           0, [=](cudaStream_t s, void*) { launch_moe_route(s, dl, p, di, ids_stride, dw); });
+}
+
+void CudaBackend::matmul_id(const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) {
+    const char* op = "matmul_id";
+    require(matmul_supported(w.type), op, "unsupported weight type in W " + shape_of(w));
+    require_ids(ids, op);
+    require(n_expert > 0 && w.ne1 % n_expert == 0, op,
+            "W " + shape_of(w) + " does not stack n_expert = " + std::to_string(n_expert) + " matrices");
+    const int64_t n_out = w.ne1 / n_expert, n_used = ids.ne0, n = ids.ne1, total = n_used * n;
+    require(x.type == TypeId::F32 && y.type == TypeId::F32 && x.ne0 == w.ne0 && (x.ne1 == n || x.ne1 == total) &&
+                y.ne0 == n_out && y.ne1 == total,
+            op,
+            "expected W [k, n_expert * n_out], ids [n_used, n], x [k, n] or [k, n_used * n] f32, y [n_out, n_used * n] "
+            "f32; got W " + shape_of(w) + ", ids " + shape_of(ids) + ", x " + shape_of(x) + ", y " + shape_of(y));
+    require_aligned(w, op, "W");
+    require_f32(x, op, "x");
+    require_f32(y, op, "y");
+    const DevTensor dw = dev(w, op, "W"), dx = dev(x, op, "x"), dy = dev(y, op, "y");
+    if (w.ne0 == 0 || n_out == 0 || total == 0) return;
+    const int32_t* di = index(flat_ids(ids), total, op, "ids");
+    const size_t scratch_bytes = matmul_id_scratch_bytes(w.type, w.ne0, x.ne1);
+    launch(op, Key(13).add(dw).add(n_expert).add(dx).add(di).add(n_used).add(dy).words(), scratch_bytes,
+           [=](cudaStream_t s, void* scratch) { launch_matmul_id(s, dw, n_expert, dx, di, n_used, dy, scratch); });
+}
+
+void CudaBackend::add_id(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& y) {
+    const char* op = "add_id";
+    require_f32(a, op, "a");
+    require_f32(b, op, "b");
+    require_f32(y, op, "y");
+    require_ids(ids, op);
+    const int64_t rows = ids.ne0 * ids.ne1;
+    require(a.ne0 == b.ne0 && a.ne0 == y.ne0 && a.ne1 == rows && y.ne1 == rows, op,
+            "expected a, y [ne0, n_used * n], b [ne0, n_expert], ids [n_used, n]; got a " + shape_of(a) + ", b " +
+                shape_of(b) + ", ids " + shape_of(ids) + ", y " + shape_of(y));
+    const DevTensor da = dev(a, op, "a"), db = dev(b, op, "b"), dy = dev(y, op, "y");
+    if (rows == 0 || a.ne0 == 0) return;
+    const int32_t* di = index(flat_ids(ids), rows, op, "ids");
+    launch(op, Key(14).add(da).add(db).add(di).add(dy).words(), 0,
+           [=](cudaStream_t s, void*) { launch_add_id(s, da, db, di, dy); });
+}
+
+void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+    const char* op = "moe_combine";
+    require_f32(y, op, "y");
+    require_f32(weights, op, "weights");
+    require_f32(out, op, "out");
+    const int64_t n_used = weights.ne0, n = weights.ne1;
+    require(n_used >= 1 && y.ne0 == out.ne0 && y.ne1 == n_used * n && out.ne1 == n, op,
+            "expected y [ne0, n_used * n], weights [n_used, n], out [ne0, n]; got y " + shape_of(y) + ", weights " +
+                shape_of(weights) + ", out " + shape_of(out));
+    const DevTensor dy = dev(y, op, "y"), dw = dev(weights, op, "weights"), dout = dev(out, op, "out");
+    if (n == 0 || y.ne0 == 0) return;
+    launch(op, Key(15).add(dy).add(dw).add(dout).words(), 0,
+           [=](cudaStream_t s, void*) { launch_moe_combine(s, dy, dw, dout); });
+}
+
+void CudaBackend::swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, const Tensor& y) {
+    const char* op = "swiglu_oai";
+    require_f32(gate, op, "gate");
+    require_f32(up, op, "up");
+    require_f32(y, op, "y");
+    require(gate.ne0 == up.ne0 && gate.ne0 == y.ne0 && gate.ne1 == up.ne1 && gate.ne1 == y.ne1, op,
+            "shapes do not match: gate " + shape_of(gate) + ", up " + shape_of(up) + ", y " + shape_of(y));
+    const DevTensor dg = dev(gate, op, "gate"), du = dev(up, op, "up"), dy = dev(y, op, "y");
+    if (gate.n_elements() == 0) return;
+    launch(op, Key(16).add(dg).add(du).add(alpha).add(limit).add(dy).words(), 0,
+           [=](cudaStream_t s, void*) { launch_swiglu_oai(s, dg, du, alpha, limit, dy); });
 }
 
 }  // namespace deskside::backends::cuda

@@ -38,6 +38,27 @@ void launch_get_rows(cudaStream_t stream, const DevTensor& table, const int32_t*
                      const DevTensor& dst);
 // Which weight / table types the kernels above handle.
 bool matmul_supported(quant::TypeId w_type);
+// The m rows of x quantized to W's vec_dot_type as launch_matmul quantizes them, into scratch
+// rows matmul_act_stride(w_type, k) bytes apart (F32 W: nothing to quantize, stride 0).
+size_t matmul_act_stride(quant::TypeId w_type, int64_t k);
+void launch_quantize_activations(cudaStream_t stream, quant::TypeId w_type, const DevTensor& x, void* scratch);
+
+// ---- mixture of experts (kernels_moe.cu) ---------------------------------------------------------
+// Backend::moe_route: ids and weights are [n_used, n] (row strides in bytes).
+void launch_moe_route(cudaStream_t stream, const DevTensor& logits, const MoeRouteParams& p, int32_t* ids,
+                      size_t ids_stride, const DevTensor& weights);
+// Backend::matmul_id: w stacks n_expert matrices; ids [n_used, n] contiguous. Each output row is
+// computed as launch_matmul's mat-vec computes it with its expert's matrix (the same per-output
+// order, so the same bits). An id outside [0, n_expert) leaves its row unwritten.
+size_t matmul_id_scratch_bytes(quant::TypeId w_type, int64_t k, int64_t x_rows);
+void launch_matmul_id(cudaStream_t stream, const DevTensor& w, int64_t n_expert, const DevTensor& x,
+                      const int32_t* ids, int64_t n_used, const DevTensor& y, void* scratch);
+// Backend::add_id (ids in slot order; an id outside [0, b.ne1) gives a NaN row), moe_combine and
+// swiglu_oai, with the CPU's float operations.
+void launch_add_id(cudaStream_t stream, const DevTensor& a, const DevTensor& b, const int32_t* ids, const DevTensor& y);
+void launch_moe_combine(cudaStream_t stream, const DevTensor& y, const DevTensor& weights, const DevTensor& out);
+void launch_swiglu_oai(cudaStream_t stream, const DevTensor& gate, const DevTensor& up, float alpha, float limit,
+                       const DevTensor& y);
 
 // ---- attention (kernels_attention.cu) -----------------------------------------------------------
 // Backend::attention over the paged cache; `args` is the I32 argument tensor described at
@@ -45,9 +66,10 @@ bool matmul_supported(quant::TypeId w_type);
 // (never chosen from the batch), the parts merged in order.
 constexpr int64_t kAttentionSplit = 512;
 size_t attention_scratch_bytes(int64_t n_queries, const AttentionParams& p, int64_t cache_rows);
+// sinks: AttentionParams::sinks on the device (n_head floats), or nullptr.
 void launch_attention(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
-                      int64_t block_size, const int32_t* args, const AttentionParams& p, const DevTensor& out,
-                      void* scratch);
+                      int64_t block_size, const int32_t* args, const AttentionParams& p, const float* sinks,
+                      const DevTensor& out, void* scratch);
 bool attention_supported(quant::TypeId k_type, quant::TypeId v_type);
 
 // ---- the rest (kernels_elementwise.cu, kernels_norm_rope.cu, kernels_copy.cu) -------------------

@@ -16,6 +16,10 @@
 // fixed butterfly; Q8_0: one block per lane), so results agree with the CPU within float
 // rounding, not bit for bit.
 //
+// Attention sinks (AttentionParams::sinks) join in the merge, after the last part, as the CPU
+// takes them after its last position: one more softmax_add of the sink's logit, whose rescale
+// multiplies the accumulator (without F16 rounding) and which adds no value.
+//
 // Simple rather than fast: one warp per CTA, one position at a time (the K and V rows of a
 // position are read by one warp, coalesced across lanes), q and the accumulator in shared memory.
 #include <cuda_runtime.h>
@@ -156,7 +160,8 @@ __global__ void __launch_bounds__(kWarpLanes)
 
 // grid (query, head), one warp each: merges the query's non-empty parts in ascending order.
 __global__ void __launch_bounds__(kWarpLanes)
-    attention_merge(const int32_t* args, AttentionShape s, const float* scratch, uint8_t* out, size_t out_stride) {
+    attention_merge(const int32_t* args, AttentionShape s, const float* sinks, const float* scratch, uint8_t* out,
+                    size_t out_stride) {
     const int lane = static_cast<int>(threadIdx.x);
     const int64_t i = blockIdx.x, h = blockIdx.y;
     const int64_t pos = args[kAttentionQueryWords * i];
@@ -176,13 +181,15 @@ __global__ void __launch_bounds__(kWarpLanes)
             const MergeFactors f = softmax_merge(a, SoftmaxState{pj[0], pj[1]});
             acc = merge_accumulator(acc, pj[2 + d], f);
         }
+        if (sinks) acc = mul_rn(acc, softmax_add(a, sinks[h]).rescale);
         o[d] = mul_rn(acc, div_rn(1.0f, a.sum));
     }
 }
 
 template <quant::TypeId KType, quant::TypeId VType>
 void launch_typed(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
-                  const int32_t* args, const AttentionShape& s, const DevTensor& out, float* scratch) {
+                  const int32_t* args, const AttentionShape& s, const float* sinks, const DevTensor& out,
+                  float* scratch) {
     const int64_t n_queries = q.ne1;
     const size_t q_bytes = q_shared_bytes(KType, s.head_dim);
     const size_t shared = q_bytes + static_cast<size_t>(s.head_dim_v) * sizeof(float);
@@ -192,17 +199,24 @@ void launch_typed(cudaStream_t stream, const DevTensor& q, const DevTensor& k_ca
         q.data, q.row_stride, k_cache.data, k_cache.row_stride, v_cache.data, v_cache.row_stride, args, s, q_bytes,
         scratch);
     const dim3 merge_grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(s.n_head));
-    attention_merge<<<merge_grid, kWarpLanes, 0, stream>>>(args, s, scratch, out.data, out.row_stride);
+    attention_merge<<<merge_grid, kWarpLanes, 0, stream>>>(args, s, sinks, scratch, out.data, out.row_stride);
 }
 
 template <quant::TypeId KType>
 void launch_for_v(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
-                  const int32_t* args, const AttentionShape& s, const DevTensor& out, float* scratch) {
+                  const int32_t* args, const AttentionShape& s, const float* sinks, const DevTensor& out,
+                  float* scratch) {
     using quant::TypeId;
     switch (v_cache.type) {
-        case TypeId::F32: launch_typed<KType, TypeId::F32>(stream, q, k_cache, v_cache, args, s, out, scratch); break;
-        case TypeId::F16: launch_typed<KType, TypeId::F16>(stream, q, k_cache, v_cache, args, s, out, scratch); break;
-        case TypeId::Q8_0: launch_typed<KType, TypeId::Q8_0>(stream, q, k_cache, v_cache, args, s, out, scratch); break;
+        case TypeId::F32:
+            launch_typed<KType, TypeId::F32>(stream, q, k_cache, v_cache, args, s, sinks, out, scratch);
+            break;
+        case TypeId::F16:
+            launch_typed<KType, TypeId::F16>(stream, q, k_cache, v_cache, args, s, sinks, out, scratch);
+            break;
+        case TypeId::Q8_0:
+            launch_typed<KType, TypeId::Q8_0>(stream, q, k_cache, v_cache, args, s, sinks, out, scratch);
+            break;
         default: break;  // refused by attention_supported
     }
 }
@@ -224,8 +238,8 @@ size_t attention_scratch_bytes(int64_t n_queries, const AttentionParams& p, int6
 }
 
 void launch_attention(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
-                      int64_t block_size, const int32_t* args, const AttentionParams& p, const DevTensor& out,
-                      void* scratch) {
+                      int64_t block_size, const int32_t* args, const AttentionParams& p, const float* sinks,
+                      const DevTensor& out, void* scratch) {
     if (q.ne1 <= 0 || !attention_supported(k_cache.type, v_cache.type)) return;
     AttentionShape s;
     s.n_head = p.n_head;
@@ -241,9 +255,9 @@ void launch_attention(cudaStream_t stream, const DevTensor& q, const DevTensor& 
     auto* parts = static_cast<float*>(scratch);
     using quant::TypeId;
     switch (k_cache.type) {
-        case TypeId::F32: launch_for_v<TypeId::F32>(stream, q, k_cache, v_cache, args, s, out, parts); break;
-        case TypeId::F16: launch_for_v<TypeId::F16>(stream, q, k_cache, v_cache, args, s, out, parts); break;
-        case TypeId::Q8_0: launch_for_v<TypeId::Q8_0>(stream, q, k_cache, v_cache, args, s, out, parts); break;
+        case TypeId::F32: launch_for_v<TypeId::F32>(stream, q, k_cache, v_cache, args, s, sinks, out, parts); break;
+        case TypeId::F16: launch_for_v<TypeId::F16>(stream, q, k_cache, v_cache, args, s, sinks, out, parts); break;
+        case TypeId::Q8_0: launch_for_v<TypeId::Q8_0>(stream, q, k_cache, v_cache, args, s, sinks, out, parts); break;
         default: break;
     }
 }

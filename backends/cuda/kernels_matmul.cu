@@ -156,6 +156,29 @@ size_t matmul_scratch_bytes(quant::TypeId w_type, int64_t k, int64_t m) {
     return bytes;
 }
 
+size_t matmul_act_stride(quant::TypeId w_type, int64_t k) {
+    size_t stride = 0;
+    device::visit_weight_type(w_type, [&](auto traits) {
+        using T = decltype(traits);
+        if (T::kActType != quant::TypeId::F32) stride = act_row_stride(T::kActType, k);
+    });
+    return stride;
+}
+
+void launch_quantize_activations(cudaStream_t stream, quant::TypeId w_type, const DevTensor& x, void* scratch) {
+    const int64_t k = x.ne0, m = x.ne1;
+    if (m <= 0 || k <= 0) return;
+    device::visit_weight_type(w_type, [&](auto traits) {
+        using T = decltype(traits);
+        if constexpr (T::kActType != quant::TypeId::F32) {
+            const int64_t n_items = k / T::kActElems * m;
+            const auto ctas = static_cast<unsigned>((n_items + kThreadsPerCta - 1) / kThreadsPerCta);
+            quantize_activations<T><<<ctas, kThreadsPerCta, 0, stream>>>(
+                x.data, x.row_stride, k, m, static_cast<uint8_t*>(scratch), act_row_stride(T::kActType, k));
+        }
+    });
+}
+
 void launch_matmul(cudaStream_t stream, const DevTensor& w, const DevTensor& x, const DevTensor& y, void* scratch) {
     const int64_t k = w.ne0, m = x.ne1;
     if (m <= 0 || w.ne1 <= 0 || k <= 0) return;

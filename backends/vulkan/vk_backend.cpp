@@ -112,7 +112,8 @@ Binding VulkanBackend::bind_index(const Tensor& t, int64_t first, int64_t n, con
 bool VulkanBackend::supports(Op op, quant::TypeId type) const {
     switch (op) {
         case Op::GetRows:
-        case Op::Matmul: return vulkan_type_suffix(type) != nullptr;
+        case Op::Matmul:
+        case Op::MatmulId: return vulkan_type_suffix(type) != nullptr;
         case Op::Attention:
             return type == quant::TypeId::F32 || type == quant::TypeId::F16 || type == quant::TypeId::Q8_0;
         case Op::Copy:

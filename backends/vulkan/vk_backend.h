@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +76,12 @@ class VulkanBackend final : public Backend, private BufferOwner {
     void scale(const Tensor& x, float s, const Tensor& y) override;
     void copy(const Tensor& src, const Tensor& dst) override;
     void set_rows(const Tensor& src, const Tensor& dst, const Tensor& rows) override;
+    // vk_ops_moe.cpp (matmul_id: vk_matmul.cpp)
+    void moe_route(const Tensor& logits, const MoeRouteParams& p, const Tensor& ids, const Tensor& weights) override;
+    void matmul_id(const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) override;
+    void add_id(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& y) override;
+    void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
+    void swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, const Tensor& y) override;
 
     // ---- recording interface for op implementations -------------------------------------------
     const DeviceCaps& caps() const { return device_.caps(); }
@@ -115,6 +122,9 @@ class VulkanBackend final : public Backend, private BufferOwner {
     }
     // n workgroups spread over x and y within maxComputeWorkGroupCount.
     Groups groups(uint64_t n) const;
+    // The codebook a low-bit i-quant's shaders read (shaders/iq_lowbit.glsl, vk_iq_codebook.cpp),
+    // uploaded on first use and kept; nullopt for every other type, whose shaders need none.
+    std::optional<Binding> iq_codebook(quant::TypeId type);
 
    private:
     struct Range {
@@ -151,6 +161,7 @@ class VulkanBackend final : public Backend, private BufferOwner {
     std::unordered_set<VkBuffer> in_flight_;  // buffers the recorded commands use
     std::unique_ptr<Buffer> scratch_;         // see scratch(); after in_flight_, destroyed first
     std::unique_ptr<Buffer> gelu_table_;      // backends/gelu_table.h on the device, made by gelu()
+    std::vector<std::pair<quant::TypeId, std::unique_ptr<Buffer>>> iq_codebooks_;  // see iq_codebook()
     struct RopeTable {
         std::unique_ptr<Buffer> buffer;
         Tensor tensor;

@@ -6,6 +6,7 @@
 // and the shader writes only the ids inside its window.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -42,7 +43,9 @@ void record_get_rows(VulkanBackend& be, const Tensor& table, const Tensor& ids, 
     const int64_t n_ids = dst.ne1;
     if (n_ids == 0 || table.ne0 == 0) return;
 
-    const Pipeline& pipe = be.pipeline(weight_shader(be, std::string("get_rows_") + suffix, table.type), 3, sizeof(GetRowsParams));
+    const std::optional<Binding> codebook = be.iq_codebook(table.type);  // a 4th binding for the i-quants
+    const std::string variant = weight_shader(be, std::string("get_rows_") + suffix, table.type);
+    const Pipeline& pipe = be.pipeline(variant, codebook ? 4 : 3, sizeof(GetRowsParams));
     const Binding id_binding = be.bind_index(ids, 0, n_ids, "get_rows");
     const int64_t window = be.rows_per_binding(table);
     const int64_t ids_step = be.rows_per_binding(dst);
@@ -62,7 +65,12 @@ void record_get_rows(VulkanBackend& be, const Tensor& table, const Tensor& ids, 
                                        static_cast<uint32_t>(table.row_stride),
                                        db.skip_bytes / 4,
                                        static_cast<uint32_t>(dst.row_stride / 4)};
-            be.dispatch(pipe, {tb, id_binding, db}, &params, be.groups(groups_per_id * static_cast<uint64_t>(ni)));
+            const Groups groups = be.groups(groups_per_id * static_cast<uint64_t>(ni));
+            if (codebook) {
+                be.dispatch(pipe, {tb, id_binding, db, *codebook}, &params, groups);
+            } else {
+                be.dispatch(pipe, {tb, id_binding, db}, &params, groups);
+            }
         }
     }
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,15 @@ struct MatmulParams {
     uint32_t x_offset, x_stride;  // F32 elements, or words of the quantized activations
     uint32_t y_offset, y_stride;  // F32 elements
     uint32_t chain_rows;          // matmul_q8*.comp: rows [0, chain_rows) in the CPU's x8 order
+};
+
+// Push constants of the MATMUL_ID twins (matmul_id_*): MatmulParams, then the expert fields.
+struct MatmulIdParams {
+    MatmulParams base;
+    uint32_t expert_stride;  // bytes between the bound experts' row 0
+    uint32_t expert_first, n_experts;
+    uint32_t ids_offset;  // word of column 0's expert id
+    uint32_t x_div;       // columns per activation column
 };
 
 // Push constants of shaders/matmul_act_quant.comp, in its order.
@@ -114,6 +124,19 @@ int64_t cpu_x8_rows(quant::TypeId type, int64_t n_out) {
     return x8 ? n_out / 8 * 8 : 0;
 }
 
+// Quantizes activation columns [first, first + n) of x into xq's columns 0 .. n - 1 (the
+// backend's barrier tracking orders the matmul's reads after it).
+void record_act_quant(VulkanBackend& be, quant::TypeId act, int64_t k, const Tensor& x, int64_t first, int64_t n,
+                      const Tensor& xq, uint64_t q_words) {
+    const Binding xb = be.bind_rows(x, first, n, Access::Read);
+    const Binding qb = be.bind_rows(xq, 0, n, Access::Write);
+    const ActQuantParams qp{to_u32(k, "k"), static_cast<uint32_t>(n), xb.skip_bytes / 4,
+                            to_u32(x.row_stride / 4, "x's row stride"), qb.skip_bytes / 4,
+                            to_u32(q_words, "quantized column words")};
+    be.dispatch(be.pipeline(act_quant_variant(act, be.caps().fp64), 2, sizeof(ActQuantParams)), {xb, qb}, &qp,
+                be.groups(act_quant_groups(act, k, n)));
+}
+
 }  // namespace
 
 const char* vulkan_type_suffix(quant::TypeId type) {
@@ -134,6 +157,16 @@ const char* vulkan_type_suffix(quant::TypeId type) {
         case TypeId::Q6_K: return "q6_k";
         case TypeId::IQ4_NL: return "iq4_nl";
         case TypeId::IQ4_XS: return "iq4_xs";
+        case TypeId::IQ2_XXS: return "iq2_xxs";
+        case TypeId::IQ2_XS: return "iq2_xs";
+        case TypeId::IQ2_S: return "iq2_s";
+        case TypeId::IQ3_XXS: return "iq3_xxs";
+        case TypeId::IQ3_S: return "iq3_s";
+        case TypeId::IQ1_S: return "iq1_s";
+        case TypeId::IQ1_M: return "iq1_m";
+        case TypeId::TQ1_0: return "tq1_0";
+        case TypeId::TQ2_0: return "tq2_0";
+        case TypeId::MXFP4: return "mxfp4";
         default: return nullptr;
     }
 }
@@ -144,8 +177,9 @@ std::string weight_shader(const VulkanBackend& be, std::string base, quant::Type
 }
 
 void require_weight_alignment(const Tensor& w, const char* op) {
-    // dequant.glsl reads 16-bit fields at even addresses (F32 as whole words).
-    const size_t align = w.type == quant::TypeId::F32 ? 4 : 2;
+    // dequant.glsl reads 16-bit fields at even addresses (F32 as whole words; MXFP4, whose blocks
+    // have odd sizes, byte by byte).
+    const size_t align = w.type == quant::TypeId::F32 ? 4 : w.type == quant::TypeId::MXFP4 ? 1 : 2;
     if (w.offset % align || w.row_stride % align)
         throw std::invalid_argument(std::string("vulkan ") + op + ": weights must be " + std::to_string(align) +
                                     "-byte aligned (offset " + std::to_string(w.offset) + ", row stride " +
@@ -182,20 +216,17 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
     }
     const std::string variant = matmul_variant(be, w.type, suffix);
     const int64_t n_x8 = cpu_x8_rows(w.type, n_out);
+    const std::optional<Binding> codebook = be.iq_codebook(w.type);  // a 4th binding for the i-quants
     for (int64_t c0 = 0; c0 < m; c0 += cols_step) {
         const int64_t nc = std::min(cols_step, m - c0);
         const TileShape shape = nc == 1 ? kMatvecTile : kMatmulTile;
-        const Pipeline& pipe = be.pipeline(variant, 3, sizeof(MatmulParams), {shape.rows, shape.cols});
+        const Pipeline& pipe = be.pipeline(variant, codebook ? 4 : 3, sizeof(MatmulParams), {shape.rows, shape.cols});
         Binding xb = be.bind_rows(x, c0, nc, Access::Read);
         uint32_t x_offset = xb.skip_bytes / 4, x_stride = to_u32(x.row_stride / 4, "x's row stride");
         if (q_words) {
             // Quantize the columns once; the matmul dispatches below read them (the backend puts
             // a barrier between the write and the reads).
-            const Binding qb = be.bind_rows(xq, 0, nc, Access::Write);
-            const ActQuantParams qp{to_u32(k, "k"), static_cast<uint32_t>(nc), x_offset, x_stride, qb.skip_bytes / 4,
-                                    to_u32(q_words, "quantized column words")};
-            be.dispatch(be.pipeline(act_quant_variant(act, be.caps().fp64), 2, sizeof(ActQuantParams)), {xb, qb}, &qp,
-                        be.groups(act_quant_groups(act, k, nc)));
+            record_act_quant(be, act, k, x, c0, nc, xq, q_words);
             xb = be.bind_rows(xq, 0, nc, Access::Read);
             x_offset = xb.skip_bytes / 4;
             x_stride = static_cast<uint32_t>(q_words);
@@ -218,7 +249,104 @@ void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Te
                                       to_u32(y.row_stride / 4, "y's row stride"),
                                       static_cast<uint32_t>(std::clamp<int64_t>(n_x8 - r0, 0, nr))};
             const uint64_t tiles = uint64_t{ceil_div(nr, shape.rows)} * ceil_div(nc, shape.cols);
-            be.dispatch(pipe, {wb, xb, yb}, &params, be.groups(tiles));
+            if (codebook) {
+                be.dispatch(pipe, {wb, xb, yb, *codebook}, &params, be.groups(tiles));
+            } else {
+                be.dispatch(pipe, {wb, xb, yb}, &params, be.groups(tiles));
+            }
+        }
+    }
+}
+
+}  // namespace deskside::backends::vulkan
+
+namespace deskside::backends::vulkan {
+
+void record_matmul_id(VulkanBackend& be, const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                      const Tensor& y) {
+    const char* op = "matmul_id";
+    const char* suffix = vulkan_type_suffix(w.type);
+    if (!suffix) throw std::invalid_argument("vulkan matmul_id: unsupported weight type in W " + describe(w));
+    if (ids.empty() || ids.type != quant::TypeId::I32 || ids.row_stride != ids.row_bytes() || ids.offset % 4)
+        throw std::invalid_argument("vulkan matmul_id: ids must be a contiguous I32 tensor [n_used, n], got " +
+                                    (ids.empty() ? std::string("none") : describe(ids)));
+    if (n_expert <= 0 || w.ne1 % n_expert != 0)
+        throw std::invalid_argument("vulkan matmul_id: W " + describe(w) + " does not stack n_expert = " +
+                                    std::to_string(n_expert) + " matrices");
+    const int64_t k = w.ne0, n_out = w.ne1 / n_expert, n_used = ids.ne0, n = ids.ne1, total = n_used * n;
+    const bool per_slot = x.ne1 == total;
+    if (x.type != quant::TypeId::F32 || y.type != quant::TypeId::F32 || x.ne0 != k || (x.ne1 != n && !per_slot) ||
+        y.ne0 != n_out || y.ne1 != total)
+        throw std::invalid_argument(
+            "vulkan matmul_id: expected W [k, n_expert * n_out], ids [n_used, n], x [k, n] or [k, n_used * n] f32, "
+            "y [n_out, n_used * n] f32; got W " + describe(w) + ", ids " + describe(ids) + ", x " + describe(x) +
+            ", y " + describe(y));
+    require_weight_alignment(w, op);
+    if (x.offset % 4 || x.row_stride % 4 || y.offset % 4 || y.row_stride % 4)
+        throw std::invalid_argument("vulkan matmul_id: x and y must be 4-byte aligned (offsets " +
+                                    std::to_string(x.offset) + ", " + std::to_string(y.offset) + ")");
+    if (k == 0 || n_out == 0 || total == 0) return;
+
+    // Experts are bound whole, as many as one binding holds; tokens in ranges whose x, y and
+    // quantized x fit a binding each.
+    const int64_t experts_step = be.rows_per_binding(w) / n_out;
+    if (experts_step < 1)
+        throw std::invalid_argument("vulkan matmul_id: one expert's matrix of W " + describe(w) +
+                                    " exceeds the device's maxStorageBufferRange");
+    const int64_t x_per_token = per_slot ? n_used : 1;
+    int64_t tokens_step = std::min(be.rows_per_binding(x) / x_per_token, be.rows_per_binding(y) / n_used);
+    const quant::TypeId act = activation_type(w.type);
+    const uint64_t q_words = quantized_column_words(act, k);
+    Tensor xq;  // [q_words, columns] the quantized activations in the scratch buffer
+    if (q_words) {
+        xq = Tensor{nullptr, 0, quant::TypeId::F32, static_cast<int64_t>(q_words), 0, q_words * 4};
+        tokens_step = std::min(tokens_step, be.rows_per_binding(xq) / x_per_token);
+    }
+    tokens_step = std::max<int64_t>(1, std::min(tokens_step, n));
+    if (q_words) {
+        xq.ne1 = tokens_step * x_per_token;
+        xq.buffer = &be.scratch(xq.row_stride * static_cast<size_t>(xq.ne1));
+    }
+    Tensor flat_ids = ids;  // the ids as one row of n_used * n words, slot order
+    flat_ids.ne0 = total;
+    flat_ids.ne1 = 1;
+    flat_ids.row_stride = flat_ids.row_bytes();
+
+    const std::string variant = "matmul_id_" + matmul_variant(be, w.type, suffix).substr(std::string("matmul_").size());
+    const std::optional<Binding> codebook = be.iq_codebook(w.type);  // a 5th binding for the i-quants
+    const Pipeline& pipe = be.pipeline(variant, codebook ? 5 : 4, sizeof(MatmulIdParams), {kMatvecTile.rows, 1});
+    // Each expert is a matrix of its own to the CPU (n_out a multiple of 8: whole x8 groups).
+    const int64_t chain_rows = n_out % 8 == 0 ? cpu_x8_rows(w.type, n_out) : 0;
+    for (int64_t t0 = 0; t0 < n; t0 += tokens_step) {
+        const int64_t nt = std::min(tokens_step, n - t0), nx = nt * x_per_token, nc = nt * n_used;
+        Binding xb = be.bind_rows(x, t0 * x_per_token, nx, Access::Read);
+        uint32_t x_offset = xb.skip_bytes / 4, x_stride = to_u32(x.row_stride / 4, "x's row stride");
+        if (q_words) {
+            record_act_quant(be, act, k, x, t0 * x_per_token, nx, xq, q_words);
+            xb = be.bind_rows(xq, 0, nx, Access::Read);
+            x_offset = xb.skip_bytes / 4;
+            x_stride = static_cast<uint32_t>(q_words);
+        }
+        const Binding yb = be.bind_rows(y, t0 * n_used, nc, Access::Write);
+        const Binding ib = be.bind_index(flat_ids, t0 * n_used, nc, op);
+        for (int64_t e0 = 0; e0 < n_expert; e0 += experts_step) {
+            const int64_t ne = std::min(experts_step, n_expert - e0);
+            const Binding wb = be.bind_rows(w, e0 * n_out, ne * n_out, Access::Read);
+            const MatmulIdParams params{{to_u32(k, "k"), static_cast<uint32_t>(n_out), static_cast<uint32_t>(nc),
+                                         wb.skip_bytes, to_u32(w.row_stride, "W's row stride"), x_offset, x_stride,
+                                         yb.skip_bytes / 4, to_u32(y.row_stride / 4, "y's row stride"),
+                                         static_cast<uint32_t>(chain_rows)},
+                                        to_u32(static_cast<uint64_t>(n_out) * w.row_stride, "an expert's bytes"),
+                                        static_cast<uint32_t>(e0),
+                                        static_cast<uint32_t>(ne),
+                                        ib.skip_bytes / 4,
+                                        static_cast<uint32_t>(per_slot ? 1 : n_used)};
+            const uint64_t tiles = uint64_t{ceil_div(n_out, kMatvecTile.rows)} * static_cast<uint64_t>(nc);
+            if (codebook) {
+                be.dispatch(pipe, {wb, xb, yb, ib, *codebook}, &params, be.groups(tiles));
+            } else {
+                be.dispatch(pipe, {wb, xb, yb, ib}, &params, be.groups(tiles));
+            }
         }
     }
 }

@@ -25,6 +25,13 @@ class VulkanBackend;
 // Throws std::invalid_argument naming the problem for an unsupported type or mismatched shapes.
 void record_matmul(VulkanBackend& be, const Tensor& w, const Tensor& x, const Tensor& y);
 
+// Backend::matmul_id: each output row as record_matmul computes it with its expert's matrix
+// (the matmul_id_* twins of the matmul shaders, one column per workgroup). Experts are bound as
+// many at a time as one binding holds; an expert id outside [0, n_expert) leaves its row unwritten
+// (device-side ids are not checked). Throws std::invalid_argument for bad types or shapes.
+void record_matmul_id(VulkanBackend& be, const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids,
+                      const Tensor& y);
+
 // dst[:, i] = table row ids[i] as F32 (Backend::get_rows): bit-identical to quant::to_float.
 // Throws std::out_of_range for an id outside the table.
 void record_get_rows(VulkanBackend& be, const Tensor& table, const Tensor& ids, const Tensor& dst);

@@ -18,6 +18,7 @@ struct AttentionPush {
     uint32_t q_offset, q_stride, k_offset, k_stride, v_offset, v_stride, o_offset, o_stride;
     uint32_t first_query;  // index of this dispatch's first query in the argument buffer
     uint32_t args_offset;  // element of the arguments' first word in their binding
+    uint32_t has_sinks, sinks_offset;
 };
 
 // The kernel for the cache types; with shaderFloat64, the one that gives the CPU's bits (_exact).
@@ -50,13 +51,20 @@ void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, const Tens
     const std::string variant = attention_variant(kv, caps().fp64);
     if (q.ne1 == 0) return;
 
-    const Pipeline& pl = pipeline(variant, 5, sizeof(AttentionPush));
+    const bool has_sinks = !p.sinks.empty();
+    if (has_sinks) {
+        require_f32(p.sinks, op, "sinks");
+        require(p.sinks.ne0 * p.sinks.ne1 >= p.n_head && (p.sinks.ne1 == 1 || p.sinks.row_stride == p.sinks.row_bytes()),
+                op, "sinks must hold n_head = " + std::to_string(p.n_head) + " contiguous values, got " + shape_of(p.sinks));
+    }
+    const Pipeline& pl = pipeline(variant, 6, sizeof(AttentionPush));
     require(queries.type == quant::TypeId::I32 && queries.ne0 >= kAttentionQueryWords * q.ne1, op,
             "the arguments must be I32 with at least 3 words per query, got " + shape_of(queries));
     const Binding ba = bind_index(queries, 0, queries.ne0, op);
     // The cache of one layer is bound whole (positions are scattered over it).
     const Binding bk = bind(kv.k, Access::Read);
     const Binding bv = bind(kv.v, Access::Read);
+    const Binding bs = has_sinks ? bind(p.sinks, Access::Read) : bind(q.rows(0, 1), Access::Read);
     for_row_chunks(*this, q.ne1, {&q, &out}, [&](int64_t first, int64_t n) {
         const Binding bq = bind_rows(q, first, n, Access::Read);
         const Binding bo = bind_rows(out, first, n, Access::Write);
@@ -66,8 +74,9 @@ void VulkanBackend::attention(const Tensor& q, const KvCacheView& kv, const Tens
                            words(bq.skip_bytes), static_cast<uint32_t>(q.row_stride / 4), bk.skip_bytes,
                            static_cast<uint32_t>(kv.k.row_stride), bv.skip_bytes, static_cast<uint32_t>(kv.v.row_stride),
                            words(bo.skip_bytes), static_cast<uint32_t>(out.row_stride / 4),
-                           static_cast<uint32_t>(first), words(ba.skip_bytes)};
-        dispatch(pl, {bq, bk, bv, bo, ba}, &push, groups(static_cast<uint64_t>(n) * p.n_head));
+                           static_cast<uint32_t>(first), words(ba.skip_bytes), has_sinks ? 1u : 0u,
+                           words(bs.skip_bytes)};
+        dispatch(pl, {bq, bk, bv, bo, ba, bs}, &push, groups(static_cast<uint64_t>(n) * p.n_head));
     });
 }
 

@@ -94,6 +94,30 @@ class RecordingBackend : public backends::Backend {
     void set_rows(const backends::Tensor& src, const backends::Tensor& dst, std::span<const int32_t> rows) override {
         inner_.set_rows(src, dst, rows);
     }
+    void moe_route(const backends::Tensor& logits, const backends::MoeRouteParams& p, const backends::Tensor& ids,
+                   const backends::Tensor& weights) override {
+        inner_.moe_route(logits, p, ids, weights);
+        record("moe_route", weights);
+    }
+    void matmul_id(const backends::Tensor& w, int64_t n_expert, const backends::Tensor& x, const backends::Tensor& ids,
+                   const backends::Tensor& y) override {
+        inner_.matmul_id(w, n_expert, x, ids, y);
+        record("matmul_id", y);
+    }
+    void add_id(const backends::Tensor& a, const backends::Tensor& b, const backends::Tensor& ids,
+                const backends::Tensor& y) override {
+        inner_.add_id(a, b, ids, y);
+        record("add_id", y);
+    }
+    void moe_combine(const backends::Tensor& y, const backends::Tensor& weights, const backends::Tensor& out) override {
+        inner_.moe_combine(y, weights, out);
+        record("moe_combine", out);
+    }
+    void swiglu_oai(const backends::Tensor& gate, const backends::Tensor& up, float alpha, float limit,
+                    const backends::Tensor& y) override {
+        inner_.swiglu_oai(gate, up, alpha, limit, y);
+        record("swiglu_oai", y);
+    }
 
    private:
     void record(const char* op, const backends::Tensor& t) {

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/devices.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace deskside::test {
@@ -108,6 +109,23 @@ class DeviceTensor {
     size_t data_bytes_ = 0;
     size_t size_ = 0;
 };
+
+// Puts the fp16 super-block scale `d` into a block of a type without a quantizer (tests fill
+// such blocks with random bytes): its first field for IQ4_NL, IQ4_XS and the low-bit i-quants,
+// the top nibbles of the four scale words for IQ1_M (quant/blocks.h).
+inline void set_block_scale(quant::TypeId type, uint8_t* block, uint16_t d) {
+    if (type != quant::TypeId::IQ1_M) {
+        std::memcpy(block, &d, 2);
+        return;
+    }
+    uint8_t* scales = block + quant::kQKK / 8 + quant::kQKK / 16;
+    for (int i = 0; i < 4; ++i) {
+        uint16_t word;
+        std::memcpy(&word, scales + 2 * i, 2);
+        word = static_cast<uint16_t>((word & 0x0FFF) | ((d >> (4 * i)) & 0xF) << 12);
+        std::memcpy(scales + 2 * i, &word, 2);
+    }
+}
 
 inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
     std::mt19937 rng(seed);

@@ -40,6 +40,15 @@
 //                  rows set_rows does not list: exact
 //   copy_to        bit-exact: device <-> CPU, on the       a byte copy
 //                  device, between devices
+//   attention      as attention                            the sink is one more exp() and rescale
+//     with sinks
+//   moe_route      ids exact; weights scaled 1e-5          exp() ulps (logits far from ties: the ranking
+//                                                          cannot move)
+//   matmul_id      as matmul (its bound, per output), and  each row is matmul's computation with its
+//                  bit-exact: a token alone vs in a batch  expert's matrix
+//   add_id         bit-exact                               one IEEE addition per element
+//   moe_combine    bit-exact                               products rounded, then added in slot order
+//   swiglu_oai     scaled 1e-5                             as silu
 //
 // Measured on lavapipe (llvmpipe, LLVM 15), with its exact variants and with the plain ones a GPU
 // runs (DESKSIDE_VULKAN_EXACT=0): matmul at most 0.025 of its bound (q4_1), attention 1.4e-4, rope
@@ -74,11 +83,14 @@ constexpr double kUnitRoundoff = 1.0 / (1 << 24);
 constexpr double kMatmulSigmas = 8.0;
 constexpr double kGetRowsWithMin = 1.0 / (1 << 22);
 constexpr double kRmsNorm = 1e-5, kRope = 2e-5, kAttention = 1e-3, kSilu = 1e-5, kGelu = 1.0 / 1024;
+constexpr double kRouterWeights = 1e-5, kSwigluOai = 1e-5;
 
 // The weight types of the CPU backend (quant/quant.h's traits less the activation formats).
 constexpr TypeId kWeightTypes[] = {TypeId::F32,  TypeId::F16,  TypeId::BF16, TypeId::Q4_0,   TypeId::Q4_1,
                                    TypeId::Q5_0, TypeId::Q5_1, TypeId::Q8_0, TypeId::Q2_K,   TypeId::Q3_K,
-                                   TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K, TypeId::IQ4_NL, TypeId::IQ4_XS};
+                                   TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K, TypeId::IQ4_NL, TypeId::IQ4_XS,
+                                   TypeId::IQ2_XXS, TypeId::IQ2_XS, TypeId::IQ2_S, TypeId::IQ3_XXS, TypeId::IQ3_S,
+                                   TypeId::IQ1_S, TypeId::IQ1_M};
 // The KV cache types the engine offers (engine/kv_cache.h).
 constexpr TypeId kCacheTypes[] = {TypeId::F16, TypeId::Q8_0, TypeId::F32};
 
@@ -103,7 +115,8 @@ std::vector<TypeId> claimed_types(Backend& dev, Backend& cpu, Op op, std::span<c
         const TypeId t = info.id;
         if (!cpu.supports(op, t) || (!listed(wanted, t) && !dev.supports(op, t))) continue;
         // The ops that write or read a cache of `t` get their data from t's quantizer.
-        const bool makeable = op == Op::GetRows || op == Op::Matmul || quant::quant_traits(t)->from_float;
+        const bool makeable =
+            op == Op::GetRows || op == Op::Matmul || op == Op::MatmulId || quant::quant_traits(t)->from_float;
         if (!makeable) {
             WARN("NOT RUN " << dev.name() << " " << op_name(op) << " " << type_name(t) << ": no quantizer for data");
             continue;
@@ -139,8 +152,8 @@ int64_t row_length(TypeId t) {
     }
 }
 
-// n rows of k elements: quantized Gaussians where the type has a quantizer, else (IQ4_NL, IQ4_XS)
-// random levels and group scales under a small fp16 super-block scale (the first field of both).
+// n rows of k elements: quantized Gaussians where the type has a quantizer, else (the i-quants)
+// random levels and group scales under a small fp16 super-block scale (test::set_block_scale).
 std::vector<uint8_t> weight_bytes(TypeId type, int64_t k, int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     if (quant::quant_traits(type)->from_float) return test::weight_rows(type, k, n, false, rng);
@@ -149,8 +162,7 @@ std::vector<uint8_t> weight_bytes(TypeId type, int64_t k, int64_t n, uint32_t se
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
     std::uniform_real_distribution<float> scale(-0.004f, 0.004f);
     for (size_t at = 0; at < bytes.size(); at += quant::type_info(type).block_bytes) {
-        const uint16_t d = quant::fp32_to_fp16(scale(rng));
-        std::memcpy(bytes.data() + at, &d, 2);
+        test::set_block_scale(type, bytes.data() + at, quant::fp32_to_fp16(scale(rng)));
     }
     return bytes;
 }
@@ -488,13 +500,14 @@ namespace {
 
 struct AttentionShape {
     int64_t n_head, n_head_kv, head_dim, window;
+    bool sinks = false;  // AttentionParams::sinks: one logit per head in [-4, 4]
 };
 
 // Attention of five queries of two sequences over a paged cache of `k_type` / `v_type`; CHECKs
 // the device against the CPU.
 void check_attention(Backend& dev, Backend& cpu, TypeId k_type, TypeId v_type, const AttentionShape& c) {
     INFO("k " << type_name(k_type) << " v " << type_name(v_type) << ", heads " << c.n_head << "/" << c.n_head_kv
-              << ", dim " << c.head_dim << ", window " << c.window);
+              << ", dim " << c.head_dim << ", window " << c.window << (c.sinks ? ", sinks" : ""));
     const int64_t block_size = 16, n_cache = 12 * block_size, kv_width = c.n_head_kv * c.head_dim;
     if (kv_width % quant::type_info(k_type).block_size || kv_width % quant::type_info(v_type).block_size) {
         WARN("NOT RUN: a cache row of " << kv_width << " elements is not whole blocks of these types");
@@ -522,6 +535,8 @@ void check_attention(Backend& dev, Backend& cpu, TypeId k_type, TypeId v_type, c
         DeviceTensor q(be, TypeId::F32, c.n_head * c.head_dim, n, qv, kOddOffset, padded_stride(c.n_head * c.head_dim));
         DeviceTensor o(be, TypeId::F32, c.n_head * c.head_dim, n);
         const KvCacheView kv{k.t(), v.t(), block_size};
+        DeviceTensor sinks(be, TypeId::F32, c.n_head, 1, random_values(c.n_head, 22, -4.0f, 4.0f));
+        p.sinks = c.sinks ? sinks.t() : Tensor{};
         if (!runs("attention", [&] { be.attention(q.t(), kv, test::attention_args(be, queries), p, o.t()); })) return;
         CHECK(o.guard_intact());
         out[s] = o.values();
@@ -544,6 +559,173 @@ TEST_CASE("backend ops: attention over a paged cache matches the CPU (cache type
         for (const TypeId k_type : types)
             for (const TypeId v_type : types)
                 if (k_type != v_type) check_attention(dev, cpu, k_type, v_type, AttentionShape{8, 2, 64, 0});
+        // Attention sinks (gpt-oss): every claimed cache type, with and without a window.
+        for (const TypeId type : types)
+            for (const int64_t window : {int64_t{0}, int64_t{37}})
+                check_attention(dev, cpu, type, type, AttentionShape{8, 2, 64, window, true});
+    });
+}
+
+TEST_CASE("backend ops: moe_route chooses the CPU's experts with its weights", "[backend-ops]") {
+    for_each_device([](Backend& dev, cpu::CpuBackend& cpu) {
+        if (!dev.supports(Op::MoeRoute, TypeId::F32)) {
+            WARN("SKIPPED " << dev.name() << " moe_route: supports() says no");
+            return;
+        }
+        for (const int64_t n_expert : {int64_t{32}, int64_t{128}}) {
+            const int64_t n = 7;
+            const std::vector<float> logits = random_values(n_expert * n, 23, -4.0f, 4.0f);
+            for (const int64_t n_used : {int64_t{1}, int64_t{4}, int64_t{8}}) {
+                for (const MoeGating gating : {MoeGating::SoftmaxThenTopK, MoeGating::TopKThenSoftmax}) {
+                    for (const bool normalize : {false, true}) {
+                        INFO("n_expert " << n_expert << " n_used " << n_used << " gating " << static_cast<int>(gating)
+                                         << (normalize ? " normalised" : ""));
+                        std::vector<int32_t> ids[2];
+                        std::vector<float> weights[2];
+                        Backend* sides[2] = {&dev, &cpu};
+                        for (int s = 0; s < 2; ++s) {
+                            Backend& be = *sides[s];
+                            DeviceTensor l(be, TypeId::F32, n_expert, n, logits, kOddOffset, padded_stride(n_expert));
+                            test::IndexTensor id = test::index_tensor(be, std::vector<int32_t>(n_used * n, -1));
+                            id.tensor.ne0 = n_used;
+                            id.tensor.ne1 = n;
+                            id.tensor.row_stride = static_cast<size_t>(n_used) * 4;
+                            DeviceTensor w(be, TypeId::F32, n_used, n);
+                            const MoeRouteParams p{n_expert, n_used, gating, normalize};
+                            if (!runs("moe_route", [&] { be.moe_route(l.t(), p, id.tensor, w.t()); })) return;
+                            CHECK(w.guard_intact());
+                            ids[s].resize(n_used * n);
+                            be.download(*id.buffer, 0, ids[s].data(), ids[s].size() * 4);
+                            weights[s] = w.values();
+                        }
+                        CHECK(ids[0] == ids[1]);
+                        CHECK(test::max_scaled_diff(weights[0], weights[1]) <= kRouterWeights);
+                    }
+                }
+            }
+        }
+    });
+}
+
+TEST_CASE("backend ops: matmul_id of every weight type matches the CPU and is batch invariant", "[backend-ops]") {
+    for_each_device([](Backend& dev, cpu::CpuBackend& cpu) {
+        // n_out 16: whole x8 groups per expert on the CPU (every real MoE model's n_out is a
+        // multiple of 8); ids with repeats across tokens, 11 tokens.
+        const int64_t n_expert = 5, n_out = 16, n_used = 3, n = 11;
+        std::vector<int32_t> idv;
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t s = 0; s < n_used; ++s)
+                idv.push_back(static_cast<int32_t>((t * 2 + s * 3 + t % 3) % n_expert));
+        for (const TypeId type : claimed_types(dev, cpu, Op::MatmulId, kWeightTypes)) {
+            const int64_t k = row_length(type);
+            INFO(type_name(type) << " k=" << k);
+            const std::vector<uint8_t> bytes = weight_bytes(type, k, n_expert * n_out, 24);
+            std::vector<float> w(k * n_expert * n_out);
+            quant::quant_traits(type)->to_float(bytes.data(), w.data(), k * n_expert * n_out);
+            const double terms = quant::type_info(type).block_size == 1 ? k : 3.0 * k / 32;
+            const double per_magnitude = kMatmulSigmas * std::sqrt(terms + 8) * kUnitRoundoff;
+            const Matrix wd(dev, bytes, type, k, n_expert * n_out), wc(cpu, bytes, type, k, n_expert * n_out);
+            for (const bool per_slot : {false, true}) {
+                INFO((per_slot ? "x per slot" : "x per token"));
+                const int64_t x_rows = per_slot ? n_used * n : n;
+                const std::vector<float> xv = random_values(k * x_rows, 25);
+                std::vector<float> out[2];
+                Backend* sides[2] = {&dev, &cpu};
+                for (int s = 0; s < 2; ++s) {
+                    Backend& be = *sides[s];
+                    DeviceTensor x(be, TypeId::F32, k, x_rows, xv, kOddOffset, padded_stride(k));
+                    test::IndexTensor ids = test::index_tensor(be, idv);
+                    ids.tensor.ne0 = n_used;
+                    ids.tensor.ne1 = n;
+                    ids.tensor.row_stride = static_cast<size_t>(n_used) * 4;
+                    DeviceTensor y(be, TypeId::F32, n_out, n_used * n, kOddOffset, padded_stride(n_out));
+                    const Tensor& w_t = (s == 0 ? wd : wc).t;
+                    const auto op = [&] { be.matmul_id(w_t, n_expert, x.t(), ids.tensor, y.t()); };
+                    if (!runs("matmul_id " + type_name(type), op)) break;
+                    CHECK(y.guard_intact());
+                    out[s] = y.values();
+                }
+                if (out[0].empty()) break;
+                double worst = 0;
+                for (int64_t j = 0; j < n_used * n; ++j) {
+                    const int64_t e = idv[j], xr = per_slot ? j : j / n_used;
+                    for (int64_t r = 0; r < n_out; ++r) {
+                        double magnitude = 0;
+                        for (int64_t i = 0; i < k; ++i)
+                            magnitude += std::fabs(double{w[(e * n_out + r) * k + i]} * xv[xr * k + i]);
+                        const double diff = std::fabs(double{out[0][j * n_out + r]} - out[1][j * n_out + r]);
+                        worst = std::max(worst, std::isnan(diff) ? INFINITY : diff / (per_magnitude * magnitude));
+                    }
+                }
+                INFO("worst |dev - cpu| / bound = " << worst);
+                CHECK(worst <= 1.0);
+                // Batch invariance on the device: token 6 alone.
+                const int64_t t = 6;
+                const int64_t x1 = per_slot ? n_used : 1;
+                DeviceTensor x(dev, TypeId::F32, k, x1,
+                               std::vector<float>(xv.begin() + (per_slot ? t * n_used : t) * k,
+                                                  xv.begin() + (per_slot ? t * n_used : t) * k + x1 * k));
+                const std::vector<int32_t> token_ids(idv.begin() + t * n_used, idv.begin() + (t + 1) * n_used);
+                test::IndexTensor ids = test::index_tensor(dev, token_ids);
+                ids.tensor.ne0 = n_used;
+                DeviceTensor y(dev, TypeId::F32, n_out, n_used);
+                dev.matmul_id(wd.t, n_expert, x.t(), ids.tensor, y.t());
+                const std::vector<float> alone = y.values();
+                CHECK(std::memcmp(alone.data(), out[0].data() + t * n_used * n_out, alone.size() * sizeof(float)) == 0);
+            }
+        }
+    });
+}
+
+TEST_CASE("backend ops: add_id, moe_combine and swiglu_oai match the CPU", "[backend-ops]") {
+    for_each_device([](Backend& dev, cpu::CpuBackend& cpu) {
+        for (const Op op : {Op::AddId, Op::MoeCombine, Op::SwigluOai})
+            if (!dev.supports(op, TypeId::F32)) {
+                WARN("SKIPPED " << dev.name() << " " << op_name(op) << ": supports() says no");
+                return;
+            }
+        const int64_t ne0 = 300, n_expert = 6, n_used = 4, n = 5;
+        std::vector<int32_t> idv;
+        for (int64_t j = 0; j < n_used * n; ++j) idv.push_back(static_cast<int32_t>((j * 5 + 1) % n_expert));
+        const std::vector<float> av = random_values(ne0 * n_used * n, 26, -3, 3);
+        const std::vector<float> bv = random_values(ne0 * n_expert, 27);
+        const std::vector<float> wv = random_values(n_used * n, 28, 0, 1);
+        // Beyond the limit on both sides (gpt-oss: alpha 1.702, limit 7).
+        const std::vector<float> gv = random_values(ne0 * n, 29, -10, 10), uv = random_values(ne0 * n, 30, -10, 10);
+        const auto ids_of = [&](Backend& be) {
+            test::IndexTensor ids = test::index_tensor(be, idv);
+            ids.tensor.ne0 = n_used;
+            ids.tensor.ne1 = n;
+            ids.tensor.row_stride = static_cast<size_t>(n_used) * 4;
+            return ids;
+        };
+        const Outputs added = run_both(dev, cpu, [&](Backend& be) {
+            DeviceTensor a(be, TypeId::F32, ne0, n_used * n, av, kOddOffset, padded_stride(ne0));
+            DeviceTensor b(be, TypeId::F32, ne0, n_expert, bv);
+            DeviceTensor y(be, TypeId::F32, ne0, n_used * n, kOddOffset, padded_stride(ne0));
+            be.add_id(a.t(), b.t(), ids_of(be), y.t());
+            CHECK(y.guard_intact());
+            return y.values();
+        });
+        CHECK(test::max_scaled_diff(added.dev, added.cpu) == 0.0);
+        const Outputs combined = run_both(dev, cpu, [&](Backend& be) {
+            DeviceTensor y(be, TypeId::F32, ne0, n_used * n, av, kOddOffset, padded_stride(ne0));
+            DeviceTensor w(be, TypeId::F32, n_used, n, wv);
+            DeviceTensor o(be, TypeId::F32, ne0, n, kOddOffset, padded_stride(ne0));
+            be.moe_combine(y.t(), w.t(), o.t());
+            CHECK(o.guard_intact());
+            return o.values();
+        });
+        CHECK(test::max_scaled_diff(combined.dev, combined.cpu) == 0.0);
+        const Outputs swiglu = run_both(dev, cpu, [&](Backend& be) {
+            DeviceTensor g(be, TypeId::F32, ne0, n, gv, kOddOffset, padded_stride(ne0));
+            DeviceTensor u(be, TypeId::F32, ne0, n, uv);
+            DeviceTensor y(be, TypeId::F32, ne0, n);
+            be.swiglu_oai(g.t(), u.t(), 1.702f, 7.0f, y.t());
+            CHECK(y.guard_intact());
+            return y.values();
+        });
+        CHECK(test::max_scaled_diff(swiglu.dev, swiglu.cpu) <= kSwigluOai);
     });
 }
 
@@ -635,6 +817,10 @@ TEST_CASE("backend ops: supports() covers what the engine needs and only what th
         needs.push_back({Op::Matmul, t});
         needs.push_back({Op::GetRows, t});
     }
+    // Mixture-of-experts models (Qwen3-MoE, gpt-oss): the router, the expert matmul of the same
+    // weight types, and the F32 ops around it.
+    for (const Op op : {Op::MoeRoute, Op::AddId, Op::MoeCombine, Op::SwigluOai}) needs.push_back({op, TypeId::F32});
+    for (const TypeId t : {TypeId::F32, TypeId::Q8_0, TypeId::Q4_K, TypeId::Q6_K}) needs.push_back({Op::MatmulId, t});
     for_each_device([&](Backend& dev, cpu::CpuBackend& cpu) {
         for (const Need& need : needs) {
             INFO(op_name(need.op) << " " << type_name(need.type));
@@ -642,7 +828,7 @@ TEST_CASE("backend ops: supports() covers what the engine needs and only what th
         }
         // The op tests above run every claim of a typed operand the CPU has too; a claim the CPU
         // lacks could not be checked at all.
-        for (int o = 0; o <= static_cast<int>(Op::CopyTo); ++o)
+        for (int o = 0; o <= static_cast<int>(Op::SwigluOai); ++o)
             for (const quant::TypeInfo& info : quant::all_types()) {
                 INFO(op_name(static_cast<Op>(o)) << " " << info.name);
                 if (dev.supports(static_cast<Op>(o), info.id)) CHECK(cpu.supports(static_cast<Op>(o), info.id));

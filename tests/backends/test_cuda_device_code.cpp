@@ -14,7 +14,11 @@
 //   |w_i a_i| (F32 / F16 / BF16, whose reference accumulates in double);
 // - attention's softmax steps (device/attention_math.cuh): one query's positions cut into parts
 //   at multiples of kAttentionSplit and merged in order agree with a double-precision softmax
-//   within 1e-5 of max |v| (F32 accumulator) or 2e-3 (F16 accumulator, rounded every step).
+//   within 1e-5 of max |v| (F32 accumulator) or 2e-3 (F16 accumulator, rounded every step), and
+//   an attention sink taken after the merge (softmax_add of its logit) joins that softmax's
+//   denominator within the same bound;
+// - the router (device/moe_math.cuh) chooses the CPU backend's experts, ties included, with its
+//   weights within 2^-22 relative (the CPU's libm expf against the correctly rounded exp).
 #include "quant/strict_fp.h"  // first: the device code's float steps must stay unfused here too
 
 #include <catch2/catch.hpp>
@@ -26,7 +30,9 @@
 
 #include "backends/cuda/device/attention_math.cuh"
 #include "backends/cuda/device/block_dot.cuh"
+#include "backends/cuda/device/moe_math.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/exp_rounded.h"
 #include "kernel_test_data.h"
 #include "quant/activation_quant.h"
@@ -328,6 +334,80 @@ TEST_CASE("CUDA device code: attention parts merged in order equal one softmax",
                 for (int64_t d = 0; d < kDim; ++d) {
                     REQUIRE(std::fabs(acc[d] / merged.sum - expect[d] / sum) <= tol * 4.0f);  // |v| < ~4 (sigma 1)
                 }
+            }
+        }
+    }
+}
+
+TEST_CASE("CUDA device code: an attention sink joins the merged softmax's denominator", "[cuda-device-code]") {
+    std::mt19937 rng(91);
+    std::uniform_real_distribution<float> score(-6.0f, 6.0f), value(-1.0f, 1.0f);
+    for (const float sink : {-20.0f, 0.0f, 3.0f, 12.0f}) {
+        std::vector<float> s(700), v(700);
+        for (size_t i = 0; i < s.size(); ++i) s[i] = score(rng), v[i] = value(rng);
+        // Two parts (positions [0, 512) and the rest) merged in order, then the sink.
+        dev::SoftmaxState a, b;
+        float acc_a = 0, acc_b = 0;
+        for (size_t i = 0; i < s.size(); ++i) {
+            dev::SoftmaxState& st = i < 512 ? a : b;
+            float& acc = i < 512 ? acc_a : acc_b;
+            const bool moved = s[i] > st.max;
+            const dev::SoftmaxStep step = dev::softmax_add(st, s[i]);
+            acc = dev::softmax_accumulate(acc, v[i], step, moved, false);
+        }
+        const dev::MergeFactors f = dev::softmax_merge(a, b);
+        float acc = dev::merge_accumulator(acc_a, acc_b, f);
+        acc = dev::mul_rn(acc, dev::softmax_add(a, sink).rescale);
+        const float got = dev::mul_rn(acc, dev::div_rn(1.0f, a.sum));
+        double mx = sink, z = 0, num = 0;
+        for (float x : s) mx = std::max<double>(mx, x);
+        z = std::exp(sink - mx);
+        for (size_t i = 0; i < s.size(); ++i) {
+            const double e = std::exp(s[i] - mx);
+            z += e;
+            num += e * v[i];
+        }
+        INFO("sink " << sink);
+        CHECK(std::fabs(got - num / z) <= 1e-5);
+    }
+}
+
+TEST_CASE("CUDA device code: the router chooses the CPU backend's experts with its weights", "[cuda-device-code]") {
+    using deskside::backends::MoeGating;
+    deskside::backends::cpu::CpuBackend cpu(1);
+    const int n_expert = 64, n = 20;
+    std::mt19937 rng(92);
+    std::uniform_real_distribution<float> dist(-5.0f, 5.0f);
+    std::vector<float> logits(static_cast<size_t>(n_expert * n));
+    for (float& l : logits) l = dist(rng);
+    for (int e : {3, 17, 40}) logits[5 * n_expert + e] = 6.0f;  // exact ties in token 5
+    for (const int n_used : {1, 6, n_expert}) {
+        for (const MoeGating gating : {MoeGating::SoftmaxThenTopK, MoeGating::TopKThenSoftmax}) {
+            for (const bool normalize : {false, true}) {
+                INFO("n_used " << n_used << " gating " << static_cast<int>(gating) << " normalize " << normalize);
+                auto lb = cpu.alloc(logits.size() * 4), ib = cpu.alloc(static_cast<size_t>(n_used * n) * 4),
+                     wb = cpu.alloc(static_cast<size_t>(n_used * n) * 4);
+                cpu.upload(*lb, 0, logits.data(), logits.size() * 4);
+                const deskside::backends::MoeRouteParams p{n_expert, n_used, gating, normalize};
+                cpu.moe_route(deskside::backends::make_tensor(lb.get(), 0, TypeId::F32, n_expert, n), p,
+                              deskside::backends::make_tensor(ib.get(), 0, TypeId::I32, n_used, n),
+                              deskside::backends::make_tensor(wb.get(), 0, TypeId::F32, n_used, n));
+                std::vector<int32_t> cpu_ids(static_cast<size_t>(n_used * n));
+                std::vector<float> cpu_w(cpu_ids.size());
+                cpu.download(*ib, 0, cpu_ids.data(), cpu_ids.size() * 4);
+                cpu.download(*wb, 0, cpu_w.data(), cpu_w.size() * 4);
+                std::vector<int32_t> ids(cpu_ids.size());
+                std::vector<float> w(cpu_w.size());
+                for (int t = 0; t < n; ++t)
+                    dev::moe_route_token(logits.data() + t * n_expert, n_expert, n_used,
+                                         gating == MoeGating::SoftmaxThenTopK, normalize, ids.data() + t * n_used,
+                                         w.data() + t * n_used);
+                CHECK(ids == cpu_ids);
+                double worst = 0;
+                for (size_t i = 0; i < w.size(); ++i)
+                    worst = std::max(worst, std::fabs(double{w[i]} - cpu_w[i]) /
+                                                std::max(1e-30, std::fabs(double{cpu_w[i]})));
+                CHECK(worst <= 1.0 / (1 << 22));
             }
         }
     }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "backends/devices.h"
 #include "backends/exp_rounded.h"
 #include "op_harness.h"
+#include "quant/float16.h"
 #include "support/index_args.h"
 
 namespace deskside::backends {
@@ -182,6 +184,47 @@ TEST_CASE("vulkan matmuls give the CPU's bits for every weight type, decode and 
             }
             INFO(quant::type_info(type).name << ", m = " << m << ": " << differing << " of " << out[0].size()
                                              << " outputs differ:" << first.str());
+            CHECK(differing == 0);
+        }
+    }
+}
+
+TEST_CASE("vulkan matmuls give the CPU's bits for the low-bit i-quants, decode and prompt", "[vulkan]") {
+    auto vk = exact_vulkan_or_skip();
+    if (!vk) return;
+    // These types have AVX2 kernels only, so every SIMD level of the CPU runs them (and the AVX2
+    // activation quantizer): matmul_q8k.comp repeats their lanes.
+    if (cpu::selected_isa() == cpu::CpuIsa::Scalar) {
+        WARN("SKIPPED: the CPU backend runs its scalar references; vulkan0 gives the AVX2 kernels' bits");
+        return;
+    }
+    const int64_t k = 1024, n = 44;
+    for (const TypeId type : {TypeId::IQ2_XXS, TypeId::IQ2_XS, TypeId::IQ2_S, TypeId::IQ3_XXS, TypeId::IQ3_S,
+                              TypeId::IQ1_S, TypeId::IQ1_M}) {
+        // No quantizer: random codebook indices, signs and scales under a small fp16 d.
+        std::mt19937 rng(10);
+        std::vector<uint8_t> w(quant::row_bytes(type, k) * n);
+        for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+        std::uniform_real_distribution<float> scale(-0.004f, 0.004f);
+        for (size_t at = 0; at < w.size(); at += quant::type_info(type).block_bytes)
+            test::set_block_scale(type, w.data() + at, quant::fp32_to_fp16(scale(rng)));
+        for (const int64_t m : {1, 6}) {
+            const std::vector<float> x = activation_like(k * m, 9, 3.0f);
+            std::vector<float> out[2];
+            cpu::CpuBackend cpu(2);
+            Backend* backends[2] = {&cpu, vk.get()};
+            for (int b = 0; b < 2; ++b) {
+                auto wbuf = backends[b]->map_weight_matrix(w.data(), type, k, n);
+                DeviceTensor xt(*backends[b], TypeId::F32, k, m, x);
+                DeviceTensor yt(*backends[b], TypeId::F32, n, m);
+                backends[b]->matmul(make_tensor(wbuf.get(), 0, type, k, n), xt.t(), yt.t());
+                out[b] = yt.values();
+            }
+            int64_t differing = 0;
+            for (size_t i = 0; i < out[0].size(); ++i)
+                differing += std::memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
+            INFO(quant::type_info(type).name << ", m = " << m << ": " << differing << " of " << out[0].size()
+                                             << " outputs differ");
             CHECK(differing == 0);
         }
     }

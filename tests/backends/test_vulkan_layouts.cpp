@@ -108,6 +108,59 @@ const std::vector<Layout>& layouts() {
              const auto& x = second_block<BlockIq4Xs>(b);
              return std::vector<uint32_t>{x.d, x.scales_h, x.scales_l[0], x.scales_l[3], x.qs[0], x.qs[127]};
          }},
+        {TypeId::TQ1_0, sizeof(BlockTq1_0), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockTq1_0>(b);
+             return std::vector<uint32_t>{x.qs[0], x.qs[47], x.qh[0], x.qh[3], x.d};
+         }},
+        {TypeId::TQ2_0, sizeof(BlockTq2_0), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockTq2_0>(b);
+             return std::vector<uint32_t>{x.qs[0], x.qs[63], x.d};
+         }},
+        {TypeId::MXFP4, sizeof(BlockMxfp4), kQK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockMxfp4>(b);
+             return std::vector<uint32_t>{x.e, x.qs[0], x.qs[15], u32_of(x.qs + 3)};
+         }},
+        {TypeId::IQ2_XXS, sizeof(BlockIq2Xxs), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq2Xxs>(b);
+             return std::vector<uint32_t>{x.d, x.qs[0], x.qs[31]};
+         }},
+        {TypeId::IQ2_XS, sizeof(BlockIq2Xs), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq2Xs>(b);
+             return std::vector<uint32_t>{x.d, x.qs[0], x.qs[31], x.scales[0], x.scales[7]};
+         }},
+        {TypeId::IQ2_S, sizeof(BlockIq2S), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq2S>(b);
+             return std::vector<uint32_t>{x.d,     x.qs[0],     x.qs[31],    x.qs[32], x.qs[63],
+                                          x.qh[0], x.qh[7], x.scales[0], x.scales[7]};
+         }},
+        {TypeId::IQ3_XXS, sizeof(BlockIq3Xxs), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq3Xxs>(b);
+             return std::vector<uint32_t>{x.d, x.qs[0], x.qs[63], u32_of(x.qs + 64), u32_of(x.qs + 92)};
+         }},
+        {TypeId::IQ3_S, sizeof(BlockIq3S), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq3S>(b);
+             return std::vector<uint32_t>{x.d,        x.qs[0],     x.qs[63],     x.qh[0], x.qh[7],
+                                          x.signs[0], x.signs[31], x.scales[0], x.scales[3]};
+         }},
+        {TypeId::IQ1_S, sizeof(BlockIq1S), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq1S>(b);
+             return std::vector<uint32_t>{x.d, x.qs[0], x.qs[31], x.qh[0], x.qh[7]};
+         }},
+        {TypeId::IQ1_M, sizeof(BlockIq1M), kQKK,
+         [](const auto& b) {
+             const auto& x = second_block<BlockIq1M>(b);
+             return std::vector<uint32_t>{x.qs[0], x.qs[31], x.qh[0], x.qh[15], x.scales[0] | x.scales[1] << 8u,
+                                          x.scales[6] | x.scales[7] << 8u};
+         }},
     };
     return kLayouts;
 }

@@ -63,7 +63,9 @@ using test::random_values;
 // Every weight type the Vulkan backend computes with (issue #5).
 constexpr TypeId kTypes[] = {TypeId::F32,  TypeId::F16,  TypeId::BF16, TypeId::Q8_0, TypeId::Q4_0,
                              TypeId::Q4_1, TypeId::Q5_0, TypeId::Q5_1, TypeId::Q2_K, TypeId::Q3_K,
-                             TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K, TypeId::IQ4_NL, TypeId::IQ4_XS};
+                             TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K, TypeId::IQ4_NL, TypeId::IQ4_XS,
+                             TypeId::IQ2_XXS, TypeId::IQ2_XS, TypeId::IQ2_S, TypeId::IQ3_XXS, TypeId::IQ3_S,
+                             TypeId::IQ1_S, TypeId::IQ1_M};
 
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // 2^-24: float's unit roundoff
 
@@ -104,16 +106,15 @@ Weights make_weights(TypeId type, int64_t k, int64_t n, uint32_t seed) {
             traits->from_float(v.data() + r * k, w.bytes.data() + r * row, k);
         }
     } else {
-        // IQ4_NL / IQ4_XS have no quantizer: random indices and group scales under a small fp16
-        // super-block scale (the first field of both blocks).
+        // The i-quants have no quantizer: random indices and group scales under a small fp16
+        // super-block scale (test::set_block_scale).
         static_assert(offsetof(quant::BlockIq4Nl, d) == 0 && offsetof(quant::BlockIq4Xs, d) == 0);
         std::mt19937 rng(seed);
         for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(rng());
         const size_t block = quant::type_info(type).block_bytes;
         std::uniform_real_distribution<float> scale(-0.004f, 0.004f);
         for (size_t at = 0; at < w.bytes.size(); at += block) {
-            const uint16_t d = quant::fp32_to_fp16(scale(rng));
-            std::memcpy(w.bytes.data() + at, &d, 2);
+            test::set_block_scale(type, w.bytes.data() + at, quant::fp32_to_fp16(scale(rng)));
         }
     }
     for (int64_t r = 0; r < n; ++r) traits->to_float(w.bytes.data() + r * row, w.values.data() + r * k, k);
@@ -606,7 +607,9 @@ TEST_CASE("vulkan matmul and get_rows on tensors quantized by llama.cpp", "[vulk
     for (const char* file : {"stories260K-f16.gguf", "stories260K-bf16.gguf", "stories260K-q8_0.gguf",
                              "stories260K-q4_0.gguf", "stories260K-q4_1.gguf", "stories260K-q5_0.gguf",
                              "stories260K-q5_1.gguf", "synth-k-q2_k.gguf", "synth-k-q3_k_m.gguf", "synth-k-q4_k_m.gguf",
-                             "synth-k-q5_k_m.gguf", "synth-k-q6_k.gguf", "synth-k-iq4_nl.gguf", "synth-k-iq4_xs.gguf"}) {
+                             "synth-k-q5_k_m.gguf", "synth-k-q6_k.gguf", "synth-k-iq4_nl.gguf", "synth-k-iq4_xs.gguf",
+                             "synth-k-iq2_xxs.gguf", "synth-k-iq2_xs.gguf", "synth-k-iq2_s.gguf", "synth-k-iq3_xxs.gguf",
+                             "synth-k-iq3_s.gguf", "synth-k-iq1_s.gguf", "synth-k-iq1_m.gguf"}) {
         const models::GgufFile gguf = models::GgufFile::open(test::shared_path(std::string("models/") + file));
         std::set<TypeId> done;
         for (const models::GgufTensorInfo& info : gguf.tensors()) {

@@ -34,5 +34,13 @@ def gguf_tool() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def quant_tool() -> pathlib.Path:
+    path = build_dir() / "tests" / "quant_tool"
+    if not path.exists():
+        pytest.fail(f"{path} not built")
+    return path
+
+
+@pytest.fixture(scope="session")
 def shared() -> pathlib.Path:
     return SHARED

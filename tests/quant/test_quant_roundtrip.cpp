@@ -101,6 +101,13 @@ TEST_CASE("block structs match the GGUF type table", "[quant]") {
     CHECK(q::type_info(TypeId::Q8_K).block_bytes == sizeof(q::BlockQ8_K));
     CHECK(q::type_info(TypeId::IQ4_NL).block_bytes == sizeof(q::BlockIq4Nl));
     CHECK(q::type_info(TypeId::IQ4_XS).block_bytes == sizeof(q::BlockIq4Xs));
+    CHECK(q::type_info(TypeId::IQ2_XXS).block_bytes == sizeof(q::BlockIq2Xxs));
+    CHECK(q::type_info(TypeId::IQ2_XS).block_bytes == sizeof(q::BlockIq2Xs));
+    CHECK(q::type_info(TypeId::IQ2_S).block_bytes == sizeof(q::BlockIq2S));
+    CHECK(q::type_info(TypeId::IQ3_XXS).block_bytes == sizeof(q::BlockIq3Xxs));
+    CHECK(q::type_info(TypeId::IQ3_S).block_bytes == sizeof(q::BlockIq3S));
+    CHECK(q::type_info(TypeId::IQ1_S).block_bytes == sizeof(q::BlockIq1S));
+    CHECK(q::type_info(TypeId::IQ1_M).block_bytes == sizeof(q::BlockIq1M));
 }
 
 TEST_CASE("traits: activation types follow llama.cpp's CPU backend", "[quant]") {
@@ -111,6 +118,10 @@ TEST_CASE("traits: activation types follow llama.cpp's CPU backend", "[quant]") 
         {TypeId::IQ4_NL, TypeId::Q8_0}, {TypeId::Q4_1, TypeId::Q8_1},   {TypeId::Q5_1, TypeId::Q8_1},
         {TypeId::Q2_K, TypeId::Q8_K},   {TypeId::Q3_K, TypeId::Q8_K},   {TypeId::Q4_K, TypeId::Q8_K},
         {TypeId::Q5_K, TypeId::Q8_K},   {TypeId::Q6_K, TypeId::Q8_K},   {TypeId::IQ4_XS, TypeId::Q8_K},
+        {TypeId::TQ1_0, TypeId::Q8_K},  {TypeId::TQ2_0, TypeId::Q8_K},  {TypeId::MXFP4, TypeId::Q8_0},
+        {TypeId::IQ2_XXS, TypeId::Q8_K}, {TypeId::IQ2_XS, TypeId::Q8_K}, {TypeId::IQ2_S, TypeId::Q8_K},
+        {TypeId::IQ3_XXS, TypeId::Q8_K}, {TypeId::IQ3_S, TypeId::Q8_K},  {TypeId::IQ1_S, TypeId::Q8_K},
+        {TypeId::IQ1_M, TypeId::Q8_K},
     };
     for (const auto& [w, a] : expected) {
         const q::QuantTraits* t = q::quant_traits(w);
@@ -120,14 +131,18 @@ TEST_CASE("traits: activation types follow llama.cpp's CPU backend", "[quant]") 
         CHECK(t->vec_dot_type == a);
         CHECK(t->to_float != nullptr);
         CHECK(t->vec_dot != nullptr);
-        CHECK((t->from_float == nullptr) == (w == TypeId::IQ4_NL || w == TypeId::IQ4_XS));
+        // The i-quants are read, never written (their quantizers need an importance matrix).
+        const bool iq = w == TypeId::IQ4_NL || w == TypeId::IQ4_XS || w == TypeId::IQ2_XXS || w == TypeId::IQ2_XS ||
+                        w == TypeId::IQ2_S || w == TypeId::IQ3_XXS || w == TypeId::IQ3_S || w == TypeId::IQ1_S ||
+                        w == TypeId::IQ1_M;
+        CHECK((t->from_float == nullptr) == iq);
         REQUIRE(q::quant_traits(a) != nullptr);
         CHECK(q::quant_traits(a)->from_float != nullptr);
         // One activation block covers a whole number of weight blocks.
         CHECK(q::type_info(a).block_size % q::type_info(w).block_size == 0);
     }
-    CHECK(q::quant_traits(TypeId::IQ2_XXS) == nullptr);
-    CHECK(q::quant_traits(TypeId::MXFP4) == nullptr);
+    CHECK(q::quant_traits(TypeId::I32) == nullptr);
+    CHECK(q::quant_traits(TypeId::F64) == nullptr);
 }
 
 TEST_CASE("test-quantize-fns signal within llama.cpp's own thresholds", "[quant]") {

@@ -110,8 +110,11 @@ void MirrorBackend::rope(const Tensor& x, const Tensor& pos, const backends::Rop
 void MirrorBackend::attention(const Tensor& q, const backends::KvCacheView& kv, const Tensor& qs,
                               const backends::AttentionParams& p, const Tensor& out) {
     const backends::KvCacheView kv_device{on_device(kv.k), on_device(kv.v), kv.block_size};
-    device_.attention(on_device(q), kv_device, on_device(qs), p, on_device(out));
-    cpu_.attention(on_cpu(q), {on_cpu(kv.k), on_cpu(kv.v), kv.block_size}, on_cpu(qs), p, on_cpu(out));
+    backends::AttentionParams p_device = p, p_cpu = p;  // the sinks live on both sides too
+    p_device.sinks = on_device(p.sinks);
+    p_cpu.sinks = on_cpu(p.sinks);
+    device_.attention(on_device(q), kv_device, on_device(qs), p_device, on_device(out));
+    cpu_.attention(on_cpu(q), {on_cpu(kv.k), on_cpu(kv.v), kv.block_size}, on_cpu(qs), p_cpu, on_cpu(out));
     // With an F16 V cache the running sum is rounded to F16 after every position (as llama.cpp's
     // CPU flash attention does); exp()'s few-ulp freedom on the device then moves an accumulator
     // across an F16 rounding step now and then (2^-11 of the running sum, which cancellation
@@ -164,6 +167,54 @@ void MirrorBackend::set_rows(const Tensor& s, const Tensor& d, const Tensor& row
     const std::span<const int32_t> ids = backends::cpu::host_i32(on_cpu(rows), s.ne1, "mirror set_rows");
     settle("set_rows -> " + type_name(d), "set_rows " + shape(s) + " -> " + shape(d), d,
            std::vector<int32_t>(ids.begin(), ids.end()), tolerance_);
+}
+
+void MirrorBackend::moe_route(const Tensor& logits, const backends::MoeRouteParams& p, const Tensor& ids,
+                              const Tensor& weights) {
+    device_.moe_route(on_device(logits), p, on_device(ids), on_device(weights));
+    cpu_.moe_route(on_cpu(logits), p, on_cpu(ids), on_cpu(weights));
+    settle_ids("moe_route ids", "moe_route " + shape(logits) + " -> " + shape(ids), ids);
+    settle("moe_route weights", "moe_route " + shape(logits) + " -> " + shape(weights), weights);
+}
+
+void MirrorBackend::matmul_id(const Tensor& w, int64_t n_expert, const Tensor& x, const Tensor& ids, const Tensor& y) {
+    device_.matmul_id(on_device(w), n_expert, on_device(x), on_device(ids), on_device(y));
+    cpu_.matmul_id(on_cpu(w), n_expert, on_cpu(x), on_cpu(ids), on_cpu(y));
+    settle("matmul_id " + type_name(w) + (ids.ne1 > 1 ? " n>1" : " n=1"),
+           "matmul_id W " + shape(w) + " x " + shape(x) + " -> " + shape(y), y);
+}
+
+void MirrorBackend::add_id(const Tensor& a, const Tensor& b, const Tensor& ids, const Tensor& y) {
+    device_.add_id(on_device(a), on_device(b), on_device(ids), on_device(y));
+    cpu_.add_id(on_cpu(a), on_cpu(b), on_cpu(ids), on_cpu(y));
+    settle("add_id", "add_id " + shape(a) + " + " + shape(b), y);
+}
+
+void MirrorBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+    device_.moe_combine(on_device(y), on_device(weights), on_device(out));
+    cpu_.moe_combine(on_cpu(y), on_cpu(weights), on_cpu(out));
+    settle("moe_combine", "moe_combine " + shape(y) + " -> " + shape(out), out);
+}
+
+void MirrorBackend::swiglu_oai(const Tensor& gate, const Tensor& up, float alpha, float limit, const Tensor& y) {
+    device_.swiglu_oai(on_device(gate), on_device(up), alpha, limit, on_device(y));
+    cpu_.swiglu_oai(on_cpu(gate), on_cpu(up), alpha, limit, on_cpu(y));
+    settle("swiglu_oai", "swiglu_oai " + shape(gate), y);
+}
+
+void MirrorBackend::settle_ids(const std::string& kind, const std::string& what, const Tensor& ids) {
+    const size_t n = static_cast<size_t>(ids.ne0 * ids.ne1) * sizeof(int32_t);  // contiguous, as the ops require
+    std::vector<uint8_t> a(n), b(n);
+    device_.download(*mb(*ids.buffer).device, ids.offset, a.data(), n);
+    cpu_.download(*mb(*ids.buffer).cpu, ids.offset, b.data(), n);
+    // A different choice of experts is a different computation downstream: any difference fails.
+    if (a != b) above.push_back({ops, what + " (different experts)", INFINITY});
+    cpu_.upload(*mb(*ids.buffer).cpu, ids.offset, a.data(), n);
+    KindStats& k = kinds[kind];
+    ++k.ops;
+    k.exact += a == b ? 1 : 0;
+    k.max_diff = std::max(k.max_diff, a == b ? 0.0 : INFINITY);
+    ++ops;
 }
 
 void MirrorBackend::settle(const std::string& kind, const std::string& what, const Tensor& dst) {

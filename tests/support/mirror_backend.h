@@ -75,12 +75,23 @@ class MirrorBackend final : public backends::Backend {
     void scale(const backends::Tensor& x, float s, const backends::Tensor& y) override;
     void copy(const backends::Tensor& s, const backends::Tensor& d) override;
     void set_rows(const backends::Tensor& s, const backends::Tensor& d, const backends::Tensor& rows) override;
+    void moe_route(const backends::Tensor& logits, const backends::MoeRouteParams& p, const backends::Tensor& ids,
+                   const backends::Tensor& weights) override;
+    void matmul_id(const backends::Tensor& w, int64_t n_expert, const backends::Tensor& x, const backends::Tensor& ids,
+                   const backends::Tensor& y) override;
+    void add_id(const backends::Tensor& a, const backends::Tensor& b, const backends::Tensor& ids,
+                const backends::Tensor& y) override;
+    void moe_combine(const backends::Tensor& y, const backends::Tensor& weights, const backends::Tensor& out) override;
+    void swiglu_oai(const backends::Tensor& gate, const backends::Tensor& up, float alpha, float limit,
+                    const backends::Tensor& y) override;
 
    private:
     // Compares rows `rows` of dst on both sides within `bound`, then gives the CPU the device's bytes.
     void settle(const std::string& kind, const std::string& what, const backends::Tensor& dst,
                 const std::vector<int32_t>& rows, double bound);
     void settle(const std::string& kind, const std::string& what, const backends::Tensor& dst);
+    // The same for an I32 index tensor (moe_route's ids), which must match exactly.
+    void settle_ids(const std::string& kind, const std::string& what, const backends::Tensor& ids);
 
     backends::Backend& device_;
     backends::Backend& cpu_;

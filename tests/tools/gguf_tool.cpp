@@ -1,6 +1,9 @@
 // A test driver for the GGUF writer, used by tests/py/test_gguf_writer.py to check our files
 // with llama.cpp's own reader (the gguf package from PyPI).
 //   gguf_tool copy IN OUT        read IN with our reader, write it again with our writer
+//   gguf_tool dequantize IN OUT  every tensor of IN through quant::to_float, as raw F32 one after
+//                                another in file order (tests/py/test_iq_dequantize.py compares
+//                                them with gguf.quants.dequantize)
 //   gguf_tool from-json SPEC OUT write the metadata and F32 tensors described by a JSON spec:
 //     {"metadata": [[key, type, value], ...], "tensors": [[name, [dims...], [floats...]], ...]}
 //     type is a GGUF type name (u8 ... f64, bool, string) or {"array": ELEM}; nested arrays
@@ -11,6 +14,7 @@
 
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
+#include "quant/quant.h"
 
 using deskside::models::GgufArray;
 using deskside::models::GgufType;
@@ -55,7 +59,7 @@ GgufValue value_from_json(const nlohmann::json& type, const nlohmann::json& v) {
 
 int main(int argc, char** argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: gguf_tool copy IN OUT | from-json SPEC OUT\n");
+        std::fprintf(stderr, "usage: gguf_tool copy IN OUT | dequantize IN OUT | from-json SPEC OUT\n");
         return 2;
     }
     try {
@@ -66,6 +70,19 @@ int main(int argc, char** argv) {
             for (const auto& [k, v] : in.metadata()) w.set(k, v);
             for (const auto& t : in.tensors()) w.add_tensor(t.name, t.type, t.shape, {t.data, t.n_bytes});
             w.write(argv[3]);
+            return 0;
+        }
+        if (mode == "dequantize") {
+            const auto in = deskside::models::GgufFile::open(argv[2]);
+            std::ofstream out(argv[3], std::ios::binary);
+            for (const auto& t : in.tensors()) {
+                const deskside::quant::QuantTraits* traits = deskside::quant::quant_traits(t.type);
+                if (!traits) throw std::runtime_error(t.name + ": no dequantizer for its type");
+                std::vector<float> values(static_cast<size_t>(t.n_elements()));
+                traits->to_float(t.data, values.data(), t.n_elements());
+                out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+            }
+            if (!out) throw std::runtime_error(std::string("cannot write ") + argv[3]);
             return 0;
         }
         std::ifstream f(argv[2]);

@@ -14,6 +14,10 @@
 // libm's expf (cpu_math.glsl), an F16 K dot is summed in the CPU's order (ops_attention_kernels.h:
 // 4 FMA accumulators of 16 lanes over steps of 64, folded, the rest in double), and the running
 // sum is rescaled without contraction.
+//
+// Attention sinks (p.has_sinks; binding 5, one logit per head): after the last position, as the
+// CPU and ggml's flash attention take them: the sink joins the running max (the accumulator
+// rescaled in F32, without the F16 rounding) and adds exp(sink - max) to the sum, with no value.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "cpu_math.glsl"
@@ -30,6 +34,7 @@ layout(binding = 3, std430) writeonly buffer Out { float o[]; };
 // Per query: {pos, offset of its block table from the arguments' first word, number of blocks}
 // (backends/backend.h, kAttentionQueryWords); the arguments start at element args_offset.
 layout(binding = 4, std430) readonly buffer Args { int args[]; };
+layout(binding = 5, std430) readonly buffer Sinks { float sinks[]; };  // bound to q when has_sinks = 0
 
 layout(push_constant) uniform Params {
     uint n_queries;
@@ -50,6 +55,8 @@ layout(push_constant) uniform Params {
     uint o_stride;
     uint first_query;  // args index of this dispatch's query 0 (row-range splitting)
     uint args_offset;  // elements
+    uint has_sinks;
+    uint sinks_offset;  // elements
 } p;
 
 shared float q_f[kMaxHeadDim];   // q in the K dot type, as floats (F32/F16)
@@ -248,6 +255,21 @@ void main() {
             sum = rescaled_sum + vs;
         }
         barrier();
+    }
+    if (p.has_sinks != 0u) {
+        const float s = sinks[p.sinks_offset + h];
+        float ms = 1.0, vs = 1.0;
+        if (s > max_score) {
+            ms = exp_of(max_score - s);
+            for (uint jj = 0; jj < kDimsPerThread; ++jj) {
+                precise float rescaled = acc[jj] * ms;
+                acc[jj] = rescaled;
+            }
+        } else {
+            vs = exp_of(s - max_score);
+        }
+        precise float rescaled_sum = sum * ms;
+        sum = rescaled_sum + vs;
     }
     float inv = 1.0 / sum;
     uint ob = p.o_offset + qi * p.o_stride + h * p.head_dim_v;

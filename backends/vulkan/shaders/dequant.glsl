@@ -3,8 +3,9 @@
 //
 // The weights are bound as 32-bit words (binding 0, `weight_words`) so that no 8- or 16-bit
 // storage feature is needed; every field is picked out of the words with shifts. Every block
-// of every type has an even byte size and its 16-bit fields sit at even offsets, so a 16-bit
-// load never straddles two words and a 32-bit load at an even address needs at most two.
+// of every type but MXFP4 has an even byte size and its 16-bit fields sit at even offsets, so a
+// 16-bit load never straddles two words and a 32-bit load at an even address needs at most two;
+// MXFP4 (17-byte blocks, no 16-bit fields) reads its bytes with load_u8 and load_u32_any.
 // Variants built with USE_STORAGE16 (for devices with storageBuffer16BitAccess) also see binding
 // 0 as 16-bit words (`weight_halves`, an alias of the same buffer): the fp16 scales, F16/BF16
 // elements and the 32-bit loads at addresses that are not multiples of 4 become 16-bit loads.
@@ -52,6 +53,13 @@ uint load_u32(uint addr) {
 
 float load_f16(uint addr) { return unpackHalf2x16(load_u16(addr)).x; }
 
+// Four bytes at any address, byte 0 in bits 0-7 (32-bit words only, also with USE_STORAGE16).
+uint load_u32_any(uint addr) {
+    const uint i = addr >> 2, shift = (addr & 3u) * 8u;
+    if (shift == 0u) return weight_words[i];
+    return (weight_words[i] >> shift) | (weight_words[i + 1u] << (32u - shift));
+}
+
 uint nibble(uint word, uint b, bool high) { return (word >> (8u * b + (high ? 4u : 0u))) & 0xFu; }
 
 // ---- block geometry and field offsets (bytes), as in quant/blocks.h ------------------------
@@ -93,6 +101,36 @@ const uint kOffQl = 0, kOffQh = 128, kOffScales = 192, kOffD = 208;
 #elif defined(TYPE_IQ4_XS)
 const uint kBlockElems = 256, kBlockBytes = 136;
 const uint kOffD = 0, kOffScalesH = 2, kOffScalesL = 4, kOffQs = 8;
+#elif defined(TYPE_TQ1_0)
+const uint kBlockElems = 256, kBlockBytes = 54;
+const uint kOffQs = 0, kOffQh = 48, kOffD = 52;
+#elif defined(TYPE_TQ2_0)
+const uint kBlockElems = 256, kBlockBytes = 66;
+const uint kOffQs = 0, kOffD = 64;
+#elif defined(TYPE_MXFP4)
+const uint kBlockElems = 32, kBlockBytes = 17;
+const uint kOffE = 0, kOffQs = 1;
+#elif defined(TYPE_IQ2_XXS)
+const uint kBlockElems = 256, kBlockBytes = 66;
+const uint kOffD = 0, kOffQs = 2;
+#elif defined(TYPE_IQ2_XS)
+const uint kBlockElems = 256, kBlockBytes = 74;
+const uint kOffD = 0, kOffQs = 2, kOffScales = 66;
+#elif defined(TYPE_IQ2_S)
+const uint kBlockElems = 256, kBlockBytes = 82;
+const uint kOffD = 0, kOffQs = 2, kOffSigns = 34, kOffQh = 66, kOffScales = 74;
+#elif defined(TYPE_IQ3_XXS)
+const uint kBlockElems = 256, kBlockBytes = 98;
+const uint kOffD = 0, kOffQs = 2, kOffMeta = 66;  // kOffMeta: the scale and sign words, in qs
+#elif defined(TYPE_IQ3_S)
+const uint kBlockElems = 256, kBlockBytes = 110;
+const uint kOffD = 0, kOffQs = 2, kOffQh = 66, kOffSigns = 74, kOffScales = 106;
+#elif defined(TYPE_IQ1_S)
+const uint kBlockElems = 256, kBlockBytes = 50;
+const uint kOffD = 0, kOffQs = 2, kOffQh = 34;
+#elif defined(TYPE_IQ1_M)
+const uint kBlockElems = 256, kBlockBytes = 56;
+const uint kOffQs = 0, kOffQh = 32, kOffScales = 48;
 #else
 #error "define one TYPE_<name>"
 #endif
@@ -109,6 +147,34 @@ uint block_addr(uint row_addr, uint unit) { return row_addr + (unit / kUnitsPerB
 // ref: quant/blocks.h kIq4nlValues
 const float kIq4nlValues[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
                                           1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+#endif
+
+#if defined(TYPE_MXFP4)
+// ref: quant/blocks.h kMxfp4Values (E2M1 doubled) and e8m0_to_fp32_half (the E8M0 scale halved;
+// e = 0 and 1 give float subnormals, which a device that flushes them reads as 0).
+const float kMxfp4Values[16] = float[16](0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0,
+                                          0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+float e8m0_to_fp32_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23); }
+#endif
+
+#if defined(TYPE_TQ1_0)
+// The stored digit (level + 1: 0, 1, 2) of element e (0..255) of the TQ1_0 block at byte a: trit
+// n of byte b is ((b * 3^n) mod 256 * 3) >> 8, with b and n as in quant/blocks.h's BlockTq1_0.
+uint tq1_0_digit(uint a, uint e) {
+    const uint kPow3[5] = uint[5](1u, 3u, 9u, 27u, 81u);
+    uint byte_addr, n;
+    if (e < 160u) {
+        byte_addr = a + kOffQs + e % 32u;
+        n = e / 32u;
+    } else if (e < 240u) {
+        byte_addr = a + kOffQs + 32u + (e - 160u) % 16u;
+        n = (e - 160u) / 16u;
+    } else {
+        byte_addr = a + kOffQh + (e - 240u) % 4u;
+        n = (e - 240u) / 4u;
+    }
+    return (((load_u8(byte_addr) * kPow3[n]) & 0xFFu) * 3u) >> 8;
+}
 #endif
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
@@ -135,6 +201,9 @@ void two_bit_fields(uint qs_addr, uint u, out uint q[32]) {
     }
 }
 #endif
+
+// The low-bit i-quants' codebooks and unit decoder (TYPE_IQ_LOWBIT).
+#include "iq_lowbit.glsl"
 
 // ---- dequantization ----------------------------------------------------------------------
 
@@ -310,5 +379,32 @@ void dequant_unit(uint row_addr, uint unit, uint n_valid, out float w[32]) {
             w[4u * i + b + 16u] = dl * kIq4nlValues[nibble(word, b, true)];
         }
     }
+#elif defined(TYPE_TQ1_0)
+    const uint a = block_addr(row_addr, unit);
+    const uint u = unit % kUnitsPerBlock;
+    const float d = load_f16(a + kOffD);
+    for (uint j = 0u; j < 32u; ++j) w[j] = d * float(int(tq1_0_digit(a, 32u * u + j)) - 1);
+#elif defined(TYPE_TQ2_0)
+    // Unit u: bits 2 * (u % 4) of bytes 32 * (u / 4) .. + 31 of qs, level = field - 1.
+    const uint a = block_addr(row_addr, unit);
+    const uint u = unit % kUnitsPerBlock;
+    const float d = load_f16(a + kOffD);
+    for (uint i = 0u; i < 8u; ++i) {
+        const uint word = load_u32(a + kOffQs + 32u * (u / 4u) + 4u * i);
+        for (uint b = 0u; b < 4u; ++b) w[4u * i + b] = d * float(int((word >> (8u * b + 2u * (u % 4u))) & 3u) - 1);
+    }
+#elif defined(TYPE_MXFP4)
+    // Nibbles as in Q4_0; 16 bytes of qs at an address of any parity.
+    const uint a = block_addr(row_addr, unit);
+    const float d = e8m0_to_fp32_half(load_u8(a + kOffE));
+    for (uint i = 0u; i < 4u; ++i) {
+        const uint word = load_u32_any(a + kOffQs + 4u * i);
+        for (uint b = 0u; b < 4u; ++b) {
+            w[4u * i + b] = d * kMxfp4Values[nibble(word, b, false)];
+            w[4u * i + b + 16u] = d * kMxfp4Values[nibble(word, b, true)];
+        }
+    }
+#elif defined(TYPE_IQ_LOWBIT)
+    iq_dequant_unit(row_addr, unit, w);
 #endif
 }

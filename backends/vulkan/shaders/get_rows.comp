@@ -11,6 +11,8 @@
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 #include "common.glsl"
+// The low-bit i-quants' codebook (iq_lowbit.glsl), after the three buffers below.
+#define IQ_CODEBOOK_BINDING 3
 #include "dequant.glsl"
 
 layout(binding = 1, std430) readonly buffer Ids { int ids[]; };

@@ -26,6 +26,10 @@
 // 0-7 continue over the remaining whole 8-element steps; the 4 accumulators are added
 // (0+1)+(2+3), the 8 float lanes meet in the CPU's horizontal sum ((0+4)+(2+6)) + ((1+5)+(3+7)),
 // and the last k % 8 products are FMAs onto that sum in order.
+//
+// MATMUL_ID (the matmul_id_* twins, for Backend::matmul_id): W stacks experts; a workgroup is
+// one output column (COLS = 1) and reads W's rows at that column's expert (binding 3, the ids),
+// with the same arithmetic per output as above, so a row gets matmul's bits for its expert.
 #extension GL_GOOGLE_include_directive : require
 
 // The tile shape (specialization constants; vk_matmul.cpp picks one per dispatch).
@@ -40,6 +44,9 @@ layout(local_size_x = 32, local_size_y_id = 0, local_size_z = 1) in;
 
 layout(binding = 1, std430) readonly buffer Activations { float x[]; };
 layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
+#if defined(MATMUL_ID)
+layout(binding = 3, std430) readonly buffer ExpertIds { uint expert_ids[]; };
+#endif
 
 // Offsets and strides are relative to the bound ranges: bytes for the weights (the binding
 // starts at an aligned offset at or before row 0), elements for x and y.
@@ -53,6 +60,17 @@ layout(push_constant) uniform Params {
     uint x_stride;  // elements between activation columns
     uint y_offset;  // element of output (row 0, column 0)
     uint y_stride;  // elements between output columns
+#if defined(MATMUL_ID)
+    uint chain_rows;  // unused (matmul_q8*.comp's; vk_matmul.cpp fills all three with one struct)
+    // Backend::matmul_id (COLS = 1): the experts [expert_first, expert_first + n_experts) are
+    // bound, expert_stride bytes apart; column j (output row j of y) is slot j of the ids and
+    // reads activation column j / x_div (x_div = n_used when x has one row per token, else 1).
+    uint expert_stride;
+    uint expert_first;
+    uint n_experts;
+    uint ids_offset;  // word of column 0's expert id
+    uint x_div;
+#endif
 } p;
 
 const uint kLanes = 32;
@@ -96,7 +114,17 @@ void main() {
     const uint tile_row = gl_LocalInvocationID.y;
     const uint row = (tile % row_tiles) * ROWS + tile_row;
     const uint col0 = (tile / row_tiles) * COLS;
+#if defined(MATMUL_ID)
+    // This column's expert, when this dispatch binds it (an id outside them, as one outside
+    // [0, n_expert), leaves the column to another dispatch or unwritten: ids are not checked).
+    const uint expert = expert_ids[p.ids_offset + col0] - p.expert_first;
+    if (expert >= p.n_experts) return;  // the whole workgroup: COLS = 1
+    const uint row_addr = p.w_offset + expert * p.expert_stride + row * p.w_stride;
+    const uint x_col0 = col0 / p.x_div;
+#else
     const uint row_addr = p.w_offset + row * p.w_stride;
+    const uint x_col0 = col0;
+#endif
     const uint whole32 = p.k / 32u * 32u, whole8 = p.k / 8u * 8u;
 
     precise float acc[COLS];
@@ -105,14 +133,14 @@ void main() {
         for (uint i = lane; i < whole32; i += 32u) {
             const float w = weight_at(row_addr, i);
             for (uint c = 0u; c < COLS; ++c) {
-                if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), acc[c]);
+                if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (x_col0 + c) * p.x_stride + i]), acc[c]);
             }
         }
         if (lane < 8u) {
             for (uint i = whole32 + lane; i < whole8; i += 8u) {
                 const float w = weight_at(row_addr, i);
                 for (uint c = 0u; c < COLS; ++c) {
-                    if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), acc[c]);
+                    if (col0 + c < p.n_cols) acc[c] = cpu_fma(w, activation_value(x[p.x_offset + (x_col0 + c) * p.x_stride + i]), acc[c]);
                 }
             }
         }
@@ -128,11 +156,14 @@ void main() {
             v[l] = v01 + v23;
         }
         precise float r = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-        for (uint i = whole8; i < p.k; ++i) r = cpu_fma(weight_at(row_addr, i), activation_value(x[p.x_offset + (col0 + c) * p.x_stride + i]), r);
+        for (uint i = whole8; i < p.k; ++i) r = cpu_fma(weight_at(row_addr, i), activation_value(x[p.x_offset + (x_col0 + c) * p.x_stride + i]), r);
         y[p.y_offset + (col0 + c) * p.y_stride + row] = r;
     }
 }
 #else
+#if defined(MATMUL_ID)
+#error "matmul.comp: MATMUL_ID is built for F32, F16 and BF16 weights only"
+#endif
 // Activations of the current step, one padded row per lane's unit (no bank conflicts).
 shared float xs[COLS][kLanes][kUnit + 1];
 shared float lane_sums[ROWS][COLS][kLanes];

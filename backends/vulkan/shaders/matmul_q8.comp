@@ -25,6 +25,10 @@
 // float(sum_j), acc_j), and the 8 chains meet in the CPU's horizontal sum ((0+4)+(2+6)) +
 // ((1+5)+(3+7)); Q4_1/Q5_1 add their min terms as one more chain, offsets = fma(m_w, s_x,
 // offsets), after it. Every order depends on the row alone, never on the tile or the batch.
+//
+// MATMUL_ID (the matmul_id_* twins, for Backend::matmul_id): W stacks experts; a workgroup is
+// one output column (COLS = 1) and reads W's rows at that column's expert (binding 3, the ids),
+// with the same arithmetic per output as above, so a row gets matmul's bits for its expert.
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_INT_DOT)
 #extension GL_EXT_spirv_intrinsics : require
@@ -45,6 +49,9 @@ layout(local_size_x = 8, local_size_y_id = 0, local_size_z = 1) in;  // the CPU'
 
 layout(binding = 1, std430) readonly buffer QuantizedActivations { uint xq[]; };
 layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
+#if defined(MATMUL_ID)
+layout(binding = 3, std430) readonly buffer ExpertIds { uint expert_ids[]; };
+#endif
 
 // As matmul.comp's (vk_matmul.cpp fills both with one struct).
 layout(push_constant) uniform Params {
@@ -58,6 +65,16 @@ layout(push_constant) uniform Params {
     uint y_offset;
     uint y_stride;
     uint chain_rows;  // rows [0, chain_rows) of this dispatch in the CPU's x8 order
+#if defined(MATMUL_ID)
+    // Backend::matmul_id (COLS = 1): the experts [expert_first, expert_first + n_experts) are
+    // bound, expert_stride bytes apart; column j (output row j of y) is slot j of the ids and
+    // reads activation column j / x_div (x_div = n_used when x has one row per token, else 1).
+    uint expert_stride;
+    uint expert_first;
+    uint n_experts;
+    uint ids_offset;  // word of column 0's expert id
+    uint x_div;
+#endif
 } p;
 
 const uint kQ8Block = 32;  // activations per Q8_0 / Q8_1 block
@@ -103,7 +120,17 @@ void main() {
     const uint tile_row = gl_LocalInvocationID.y;
     const uint row = (tile % row_tiles) * ROWS + tile_row;
     const uint col0 = (tile / row_tiles) * COLS;
+#if defined(MATMUL_ID)
+    // This column's expert, when this dispatch binds it (an id outside them, as one outside
+    // [0, n_expert), leaves the column to another dispatch or unwritten: ids are not checked).
+    const uint expert = expert_ids[p.ids_offset + col0] - p.expert_first;
+    if (expert >= p.n_experts) return;  // the whole workgroup: COLS = 1
+    const uint row_addr = p.w_offset + expert * p.expert_stride + row * p.w_stride;
+    const uint x_col0 = col0 / p.x_div;
+#else
     const uint row_addr = p.w_offset + row * p.w_stride;
+    const uint x_col0 = col0;
+#endif
     const uint n_blocks = p.k / kQ8Block;
 
     // x8 rows: one chain (lane 0); other rows: the CPU's 8 lane chains (lanes 0..7).
@@ -123,7 +150,7 @@ void main() {
             weight_levels(row_addr, block, w, d, m);
             for (uint c = 0u; c < COLS; ++c) {
                 if (col0 + c >= p.n_cols) break;
-                const uint xq_first = p.x_offset + (col0 + c) * p.x_stride + block * kQ8Words;
+                const uint xq_first = p.x_offset + (x_col0 + c) * p.x_stride + block * kQ8Words;
                 const vec2 scales = unpackHalf2x16(xq[xq_first + 8u]);  // d_x, s_x
                 const int sum = chain ? dot_levels(w, xq_first) : dot_word(w[lane], xq[xq_first + lane]);
                 precise float dd = d * scales.x;

@@ -2,6 +2,8 @@
 // y = W x with integer dot products for the K-quants and IQ4_XS, whose activations the CPU
 // backend (and llama.cpp) quantizes to Q8_K: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS. W [k, n_rows]
 // (k a multiple of 256), x [k, n_cols] quantized, y [n_rows, n_cols] F32.
+// Also the low-bit i-quants IQ2_XXS ... IQ1_M (Q8_K activations too; decoded by iq_lowbit.glsl,
+// their sum scaled by the type's power of two kIqDotScale at the end, as on the CPU).
 //
 // matmul_q8.comp's layout (ROWS rows x 8 lanes, COLS columns per tile), with 256-element
 // activation blocks quantized once per matmul by matmul_act_quant.comp (its first element of
@@ -20,6 +22,10 @@
 // mins = fma(dmin * d_x, float(msum), mins) for Q2_K/Q4_K/Q5_K.
 // Integer sums: OpSDotAccSatKHR with USE_INT_DOT (see matmul_q8.comp), plain multiply-adds
 // otherwise, the same integers either way.
+//
+// MATMUL_ID (the matmul_id_* twins, for Backend::matmul_id): W stacks experts; a workgroup is
+// one output column (COLS = 1) and reads W's rows at that column's expert (binding 3, the ids),
+// with the same arithmetic per output as above, so a row gets matmul's bits for its expert.
 #extension GL_GOOGLE_include_directive : require
 #if defined(USE_INT_DOT)
 #extension GL_EXT_spirv_intrinsics : require
@@ -33,11 +39,20 @@ layout(local_size_x = 8, local_size_y_id = 0, local_size_z = 1) in;  // the CPU'
 
 #include "common.glsl"
 #include "cpu_math.glsl"
+// The low-bit i-quants' codebook (iq_lowbit.glsl), after the buffers below.
+#if defined(MATMUL_ID)
+#define IQ_CODEBOOK_BINDING 4
+#else
+#define IQ_CODEBOOK_BINDING 3
+#endif
 #include "dequant.glsl"
 #include "weight_levels.glsl"
 
 layout(binding = 1, std430) readonly buffer QuantizedActivations { uint xq[]; };
 layout(binding = 2, std430) writeonly buffer Outputs { float y[]; };
+#if defined(MATMUL_ID)
+layout(binding = 3, std430) readonly buffer ExpertIds { uint expert_ids[]; };
+#endif
 
 // As matmul.comp's (vk_matmul.cpp fills all three kernels' with one struct).
 layout(push_constant) uniform Params {
@@ -51,6 +66,16 @@ layout(push_constant) uniform Params {
     uint y_offset;
     uint y_stride;
     uint chain_rows;  // rows [0, chain_rows) of this dispatch in the CPU's x8 order
+#if defined(MATMUL_ID)
+    // Backend::matmul_id (COLS = 1): the experts [expert_first, expert_first + n_experts) are
+    // bound, expert_stride bytes apart; column j (output row j of y) is slot j of the ids and
+    // reads activation column j / x_div (x_div = n_used when x has one row per token, else 1).
+    uint expert_stride;
+    uint expert_first;
+    uint n_experts;
+    uint ids_offset;  // word of column 0's expert id
+    uint x_div;
+#endif
 } p;
 
 const uint kCpuLanes = 8;  // float lanes of the CPU's AVX2 accumulator
@@ -106,7 +131,17 @@ void main() {
     const uint tile_row = gl_LocalInvocationID.y;
     const uint row = (tile % row_tiles) * ROWS + tile_row;
     const uint col0 = (tile / row_tiles) * COLS;
+#if defined(MATMUL_ID)
+    // This column's expert, when this dispatch binds it (an id outside them, as one outside
+    // [0, n_expert), leaves the column to another dispatch or unwritten: ids are not checked).
+    const uint expert = expert_ids[p.ids_offset + col0] - p.expert_first;
+    if (expert >= p.n_experts) return;  // the whole workgroup: COLS = 1
+    const uint row_addr = p.w_offset + expert * p.expert_stride + row * p.w_stride;
+    const uint x_col0 = col0 / p.x_div;
+#else
     const uint row_addr = p.w_offset + row * p.w_stride;
+    const uint x_col0 = col0;
+#endif
     const uint n_units = p.k / kUnit;
 
     // x8 rows: one chain (lane 0); other rows: the CPU's 8 lane chains (lanes 0..7).
@@ -134,7 +169,7 @@ void main() {
                 weight_levels_k(row_addr, sb * kUnitsPerSuperBlock + u, w, scale, minv, d, dmin);
                 for (uint c = 0u; c < COLS; ++c) {
                     if (col0 + c >= p.n_cols) break;
-                    const uint unit_first = p.x_offset + (col0 + c) * p.x_stride + sb * kQ8KWords + u * 8u;
+                    const uint unit_first = p.x_offset + (x_col0 + c) * p.x_stride + sb * kQ8KWords + u * 8u;
                     uint xl[8];
                     for (uint i = 0u; i < 8u; ++i) xl[i] = xq[unit_first + i];
                     if (chain) {
@@ -151,7 +186,7 @@ void main() {
             }
             for (uint c = 0u; c < COLS; ++c) {
                 if (col0 + c >= p.n_cols) break;
-                const float dx = uintBitsToFloat(xq[p.x_offset + (col0 + c) * p.x_stride + sb * kQ8KWords + 64u]);
+                const float dx = uintBitsToFloat(xq[p.x_offset + (x_col0 + c) * p.x_stride + sb * kQ8KWords + 64u]);
                 precise float dd = d * dx;
                 acc[c] = cpu_fma(dd, float(isum[c]), acc[c]);
 #if defined(HAS_MINS)
@@ -183,6 +218,9 @@ void main() {
         }
 #if defined(HAS_MINS)
         r = r - min_sums[tile_row][c];
+#endif
+#if defined(TYPE_IQ_LOWBIT)
+        r = r * kIqDotScale;  // the type's power of two, after the sum as on the CPU
 #endif
         y[p.y_offset + (col0 + c) * p.y_stride + row] = r;
     }

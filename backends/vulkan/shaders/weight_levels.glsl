@@ -2,15 +2,15 @@
 // word (element 4i in bits 0-7 of word i, the byte order of the activations' qs). Include after
 // dequant.glsl (block geometry, field offsets and loaders).
 //
-// Legacy types and IQ4_NL (matmul_q8.comp, Q8_0/Q8_1 activations): a block's value j is
+// Legacy types, IQ4_NL and MXFP4 (matmul_q8.comp, Q8_0/Q8_1 activations): a block's value j is
 // d * level[j] (+ m for Q4_1/Q5_1), so its dot with an activation block (dx, levels x[j], Q8_1
 // sum s) is d * dx * sum(level[j] * x[j]) (+ m * s), the integer sum being exact.
-// K-quants and IQ4_XS (matmul_q8k.comp, Q8_K activations): a 32-element unit has a scale and a
+// K-quants, IQ4_XS, TQ1_0 and TQ2_0 (matmul_q8k.comp, Q8_K activations): a 32-element unit has a scale and a
 // min per 16-element half, value j = d * scale[h] * level[j] - dmin * min[h], and the dot with
 // Q8_K levels is d * dx * sum_h scale[h] * dot_h - dmin * dx * sum_h min[h] * sum_h(x).
 // These are the formulas of quant/ref_*.cpp's vec_dot_* and llama.cpp's.
 // ref: quant/ref_legacy.cpp, quant/ref_iq4.cpp, quant/ref_q2_q3_k.cpp, quant/ref_q4_q5_k.cpp,
-//      quant/ref_q6_q8_k.cpp (vec_dot_*)
+//      quant/ref_q6_q8_k.cpp, quant/ref_ternary_mxfp4.cpp (vec_dot_*)
 
 #if defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
 #define WEIGHT_HAS_MIN 1
@@ -34,6 +34,17 @@ uint iq4_levels(uint nibbles) {
 }
 #endif
 
+#if defined(TYPE_MXFP4)
+// ref: quant/blocks.h kMxfp4Values
+const int kMxfp4Levels[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+
+uint mxfp4_levels(uint nibbles) {
+    uint word = 0u;
+    for (uint b = 0u; b < 4u; ++b) word |= (uint(kMxfp4Levels[(nibbles >> (8u * b)) & 0xFu]) & 0xFFu) << (8u * b);
+    return word;
+}
+#endif
+
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
 // Bits first .. first + 3 of qh moved to bit 4 of bytes 0..3.
 uint fifth_bits(uint qh, uint first) {
@@ -44,18 +55,28 @@ uint fifth_bits(uint qh, uint first) {
 #endif
 
 #if defined(TYPE_Q4_0) || defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || defined(TYPE_Q5_1) || defined(TYPE_Q8_0) || \
-    defined(TYPE_IQ4_NL)
+    defined(TYPE_IQ4_NL) || defined(TYPE_MXFP4)
 // levels[i] = elements 4i .. 4i + 3 of block `block` of the row at byte row_addr; d and (Q4_1,
 // Q5_1) m are the block's scale and min.
 void weight_levels(uint row_addr, uint block, out uint levels[8], out float d, out float m) {
     const uint a = row_addr + block * kBlockBytes;
+#if defined(TYPE_MXFP4)
+    d = e8m0_to_fp32_half(load_u8(a + kOffE));
+#else
     d = load_f16(a + kOffD);
+#endif
     m = 0.0;
 #if defined(WEIGHT_HAS_MIN)
     m = load_f16(a + kOffM);
 #endif
 #if defined(TYPE_Q8_0)
     for (uint i = 0u; i < 8u; ++i) levels[i] = load_u32(a + kOffQs + 4u * i);
+#elif defined(TYPE_MXFP4)
+    for (uint i = 0u; i < 4u; ++i) {
+        const uint word = load_u32_any(a + kOffQs + 4u * i);
+        levels[i] = mxfp4_levels(word & 0x0F0F0F0Fu);
+        levels[i + 4u] = mxfp4_levels((word >> 4) & 0x0F0F0F0Fu);
+    }
 #else
 #if defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
     const uint qh = load_u32(a + kOffQh);
@@ -87,7 +108,7 @@ void weight_levels(uint row_addr, uint block, out uint levels[8], out float d, o
 #endif
 
 #if defined(TYPE_Q2_K) || defined(TYPE_Q3_K) || defined(TYPE_Q4_K) || defined(TYPE_Q5_K) || defined(TYPE_Q6_K) || \
-    defined(TYPE_IQ4_XS)
+    defined(TYPE_IQ4_XS) || defined(TYPE_TQ1_0) || defined(TYPE_TQ2_0)
 // Unit `unit` (32 elements) of the row at byte row_addr: levels, the scale and min of each
 // 16-element half (equal halves for the 32-element groups of Q4_K, Q5_K, IQ4_XS), d and dmin
 // (0 for the types without mins). Field positions as dequant.glsl's dequant_unit.
@@ -160,6 +181,19 @@ void weight_levels_k(uint row_addr, uint unit, out uint levels[8], out int scale
         const uint word = load_u32(a + kOffQs + 16u * u + 4u * i);
         levels[i] = iq4_levels(word & 0x0F0F0F0Fu);
         levels[i + 4u] = iq4_levels((word >> 4) & 0x0F0F0F0Fu);
+    }
+#elif defined(TYPE_TQ1_0) || defined(TYPE_TQ2_0)
+    // Ternary: levels digit - 1 under the one scale d (scale 1 for both halves, no mins).
+    scale[0] = 1;
+    scale[1] = 1;
+    for (uint i = 0u; i < 8u; ++i) {
+#if defined(TYPE_TQ1_0)
+        uint q = 0u;
+        for (uint b = 0u; b < 4u; ++b) q |= tq1_0_digit(a, 32u * u + 4u * i + b) << (8u * b);
+#else
+        const uint q = (load_u32(a + kOffQs + 32u * (u / 4u) + 4u * i) >> (2u * (u % 4u))) & 0x03030303u;
+#endif
+        levels[i] = sub_bytes(q, 1u);
     }
 #endif
 }
