@@ -198,7 +198,8 @@ ordered_json describe_placement(const models::ModelInfo& m, PlacementFlags& f) {
     f.options.cache.n_positions = f.parallel * ((ctx + bs - 1) / bs) * bs;
     const std::vector<engine::PlanDevice> devices = plan_device_list(f.devices);
     engine::MemoryNeeds needs;
-    const engine::Plan plan = plan_devices(m, devices, f.devices.split, f.options, needs);
+    const engine::Plan plan = plan_devices(m, devices, f.devices, f.options, needs);
+    const engine::ExpertOffload experts = expert_offload(m, f.devices);
     ordered_json j;
     j["split"] = f.devices.split.is_auto() ? "auto" : "ratios";
     j["layers_per_device"] = plan.split_text();
@@ -208,24 +209,28 @@ ordered_json describe_placement(const models::ModelInfo& m, PlacementFlags& f) {
     j["cache_type_k"] = std::string(quant::type_info(f.options.cache.type_k).name);
     j["cache_type_v"] = std::string(quant::type_info(f.options.cache.type_v).name);
     j["batch_size"] = f.options.n_batch;
+    const auto device_json = [](const engine::DevicePlan& d) {
+        return ordered_json{{"name", d.name},
+                            {"layers", {d.layer_begin, d.layer_end}},
+                            {"embedding", d.embedding},
+                            {"output", d.output},
+                            {"weight_bytes", d.weight_bytes},
+                            {"expert_bytes", d.expert_bytes},
+                            {"kv_bytes", d.kv_bytes},
+                            {"scratch_bytes", d.scratch_bytes},
+                            {"total_bytes", d.total_bytes()},
+                            {"free_bytes", d.free_memory},
+                            {"fits", d.fits()}};
+    };
     ordered_json list = ordered_json::array();
-    for (const engine::DevicePlan& d : plan.devices) {
-        list.push_back({{"name", d.name},
-                        {"layers", {d.layer_begin, d.layer_end}},
-                        {"embedding", d.embedding},
-                        {"output", d.output},
-                        {"weight_bytes", d.weight_bytes},
-                        {"kv_bytes", d.kv_bytes},
-                        {"scratch_bytes", d.scratch_bytes},
-                        {"total_bytes", d.total_bytes()},
-                        {"free_bytes", d.free_memory},
-                        {"fits", d.fits()}});
-    }
+    for (const engine::DevicePlan& d : plan.devices) list.push_back(device_json(d));
     j["devices"] = list;
+    // The experts kept in host memory (--cpu-moe / --n-cpu-moe): their layers, bytes and scratch.
+    j["host_experts"] = plan.host_experts ? device_json(*plan.host_experts) : ordered_json(nullptr);
     j["fits"] = plan.fits();
     j["error"] = nullptr;
     try {
-        engine::check_plan(plan, needs, devices, f.parallel);
+        engine::check_plan(plan, needs, devices, f.parallel, experts);
     } catch (const std::runtime_error& e) {
         j["error"] = e.what();
     }
@@ -237,19 +242,22 @@ void print_placement(const ordered_json& p) {
                 p["layers_per_device"].get<std::string>().c_str(), p["split"].get<std::string>().c_str(),
                 p["ctx_size"].get<long long>(), p["parallel"].get<long long>(), p["cache_type_k"].get<std::string>().c_str(),
                 p["cache_type_v"].get<std::string>().c_str(), p["batch_size"].get<long long>());
-    std::printf("  %-10s %-12s %-12s %12s %12s %12s %12s %12s\n", "device", "layers", "holds", "weights", "KV cache", "scratch",
-                "total", "free");
-    for (const auto& d : p["devices"]) {
+    std::printf("  %-10s %-12s %-14s %12s %12s %12s %12s %12s %12s\n", "device", "layers", "holds", "weights", "(experts)",
+                "KV cache", "scratch", "total", "free");
+    const auto row = [](const ordered_json& d, bool host_experts) {
         const long long b = d["layers"][0].get<long long>(), e = d["layers"][1].get<long long>();
         const std::string layers = e - b == 1 ? std::to_string(b) : std::to_string(b) + "-" + std::to_string(e - 1);
         std::string holds = d["embedding"].get<bool>() ? "embd" : "";
         if (d["output"].get<bool>()) holds += holds.empty() ? "output" : "+output";
-        std::printf("  %-10s %-12s %-12s %12s %12s %12s %12s %12s%s\n", d["name"].get<std::string>().c_str(), layers.c_str(),
+        if (host_experts) holds = "experts only";
+        std::printf("  %-10s %-12s %-14s %12s %12s %12s %12s %12s %12s%s\n", d["name"].get<std::string>().c_str(), layers.c_str(),
                     holds.empty() ? "-" : holds.c_str(), human_bytes(d["weight_bytes"].get<double>()).c_str(),
-                    human_bytes(d["kv_bytes"].get<double>()).c_str(), human_bytes(d["scratch_bytes"].get<double>()).c_str(),
-                    human_bytes(d["total_bytes"].get<double>()).c_str(), human_bytes(d["free_bytes"].get<double>()).c_str(),
-                    d["fits"].get<bool>() ? "" : "  DOES NOT FIT");
-    }
+                    human_bytes(d["expert_bytes"].get<double>()).c_str(), human_bytes(d["kv_bytes"].get<double>()).c_str(),
+                    human_bytes(d["scratch_bytes"].get<double>()).c_str(), human_bytes(d["total_bytes"].get<double>()).c_str(),
+                    human_bytes(d["free_bytes"].get<double>()).c_str(), d["fits"].get<bool>() ? "" : "  DOES NOT FIT");
+    };
+    for (const auto& d : p["devices"]) row(d, false);
+    if (!p["host_experts"].is_null()) row(p["host_experts"], true);
 }
 
 int run(Args& args) {

@@ -22,7 +22,12 @@ DeviceFlags read_device_flags(Args& args) {
     const auto devices = args.value("--devices");
     const auto split = args.value("--split");
     f.peer_access = args.flag("--peer-access");
-    f.given = devices || split;
+    const bool cpu_moe = args.flag("--cpu-moe");
+    const auto n_cpu_moe = args.int_value("--n-cpu-moe");
+    if (cpu_moe && n_cpu_moe) throw UsageError("give --cpu-moe (every layer) or --n-cpu-moe N, not both");
+    if (n_cpu_moe && *n_cpu_moe < 0) throw UsageError("--n-cpu-moe must be >= 0");
+    f.cpu_moe_layers = cpu_moe ? engine::kAllExpertLayers : n_cpu_moe.value_or(0);
+    f.given = devices || split || f.cpu_moe_layers > 0;
     if (devices) {
         f.names = engine::comma_items(*devices);
         for (const std::string& name : f.names)
@@ -47,11 +52,22 @@ std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags) {
     }
 }
 
+engine::ExpertOffload expert_offload(const models::ModelInfo& info, const DeviceFlags& flags) {
+    engine::DeviceRequest r;
+    r.cpu_moe_layers = flags.cpu_moe_layers;
+    try {
+        return engine::expert_offload(info, r);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
-                          const engine::SplitSpec& split, const engine::EngineOptions& options, engine::MemoryNeeds& needs) {
+                          const DeviceFlags& flags, const engine::EngineOptions& options, engine::MemoryNeeds& needs) {
+    const engine::ExpertOffload experts = expert_offload(info, flags);
     try {
         needs = engine::memory_needs(info, options.cache, options.n_batch);
-        return engine::plan_placement(needs, devices, split);
+        return engine::plan_placement(needs, devices, flags.split, experts);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
@@ -64,6 +80,7 @@ engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_paralle
     r.n_parallel = n_parallel;
     r.n_threads = n_threads;
     r.peer_access = flags.peer_access;
+    r.cpu_moe_layers = flags.cpu_moe_layers;
     return r;
 }
 
@@ -72,7 +89,7 @@ engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& f
     // Names and the split are checked (UsageError) before the loader opens anything.
     const std::vector<engine::PlanDevice> devices = plan_device_list(flags);
     engine::MemoryNeeds needs;
-    plan_devices(file.info, devices, flags.split, options, needs);
+    plan_devices(file.info, devices, flags, options, needs);
     return engine::load_model(std::move(file), device_request(flags, n_parallel, n_threads), options);
 }
 

@@ -26,6 +26,7 @@ struct DeviceFlags {
     engine::SplitSpec split;                // auto when absent
     bool given = false;                     // --devices or --split was on the command line
     bool peer_access = false;               // --peer-access
+    int64_t cpu_moe_layers = 0;             // --cpu-moe (engine::kAllExpertLayers) / --n-cpu-moe N
 };
 
 // The --help lines of DeviceFlags, a literal to concatenate into the commands' usage text.
@@ -34,7 +35,10 @@ struct DeviceFlags {
     "                           or vulkan0,cpu (default cpu; a name may repeat: cpu,cpu)\n"         \
     "  --split R1,R2|auto       layers per device in these ratios, or auto: by free memory\n"      \
     "  --peer-access            CUDA GPUs copy to each other directly (off: through host memory;\n" \
-    "                           some boards corrupt peer copies)\n"
+    "                           some boards corrupt peer copies)\n"                                 \
+    "  --cpu-moe                mixture-of-experts models: keep every layer's experts in host\n"   \
+    "                           memory and run them on the CPU (the rest on --devices)\n"          \
+    "  --n-cpu-moe N            the same for the experts of the first N layers only\n"
 
 struct ModelFlags {
     std::string model_path;
@@ -53,8 +57,11 @@ std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags);
 
 // The placement plan of `info` on `devices` with `options`' cache and batch; opens nothing. Fills
 // `needs`. Throws UsageError when the model cannot be split that way (more devices than layers).
+// `flags`' expert offload on `info` (engine::expert_offload). Throws UsageError for a dense model.
+engine::ExpertOffload expert_offload(const models::ModelInfo& info, const DeviceFlags& flags);
+
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
-                          const engine::SplitSpec& split, const engine::EngineOptions& options, engine::MemoryNeeds& needs);
+                          const DeviceFlags& flags, const engine::EngineOptions& options, engine::MemoryNeeds& needs);
 
 // The flags as the loader's request: --devices, --split, threads, and the sequences to plan for.
 engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_parallel, int n_threads);

@@ -55,8 +55,27 @@ constexpr int64_t kAllLayers = -1;
 std::vector<DeviceLayers> resolve_devices(std::vector<DeviceLayers> devices, const models::ModelInfo& info,
                                           const ArchSpec& arch, const EngineOptions& options) {
     if (devices.size() == 1 && devices[0].layer_end == kAllLayers) devices[0].layer_end = info.hparams.n_layer;
-    check_supported(info, arch, devices, options.cache);
+    const models::Hparams& hp = info.hparams;
+    if (arch.moe && (hp.n_expert <= 0 || hp.n_expert_used <= 0 || hp.n_expert_used > hp.n_expert || hp.n_ff_exp <= 0))
+        throw std::runtime_error(info.path + ": a " + hp.architecture + " model needs expert_count, expert_used_count (1.." +
+                                 "expert_count) and expert_feed_forward_length; the file has " + std::to_string(hp.n_expert) +
+                                 ", " + std::to_string(hp.n_expert_used) + ", " + std::to_string(hp.n_ff_exp));
+    if (!arch.moe && options.experts.host && options.experts.n_layers > 0)
+        throw std::invalid_argument(info.path + ": --cpu-moe / --n-cpu-moe apply to mixture-of-experts models; " +
+                                    hp.architecture + " has no experts");
+    check_supported(info, arch, devices, options.cache, options.experts);
     return devices;
+}
+
+// The frequency divisors RoPE applies: LongRoPE's short or long factors by the context the model
+// runs with (llama.cpp: long beyond rope.scaling.original_context_length), else rope_freqs.
+std::vector<float> rope_factors(const ArchSpec& arch, const models::Hparams& hp, const ModelWeights& w, int64_t n_ctx) {
+    if (arch.long_rope) {
+        const bool long_ctx = hp.rope_orig_ctx > 0 && n_ctx > hp.rope_orig_ctx;
+        const std::vector<float>& f = w.host_floats(long_ctx ? Role::RopeFactorsLong : Role::RopeFactorsShort);
+        if (!f.empty()) return f;
+    }
+    return w.host_floats(Role::RopeFreqs);
 }
 
 }  // namespace
@@ -82,10 +101,13 @@ Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const En
       arch_(arch_spec(info_.hparams.architecture)),
       devices_(resolve_devices(std::move(devices), info_, arch_, options)),
       options_(options),
-      weights_(info_, arch_, devices_),
+      weights_(info_, arch_, devices_, options.experts),
       cache_(devices_, info_.hparams, options.cache),
       inputs_(std::make_unique<StepInputs>()) {
     if (options_.n_batch <= 0) throw std::invalid_argument("n_batch must be positive");
+    rope_factors_ = rope_factors(arch_, info_.hparams, weights_, cache_.n_positions());
+    if (options_.experts.host && options_.experts.n_layers > 0)
+        expert_scratch_ = std::make_unique<Scratch>(*options_.experts.host, info_.hparams, options_.n_batch, false);
     for (size_t i = 0; i < devices_.size(); ++i) {
         const DeviceLayers& d = devices_[i];
         const bool last = i + 1 == devices_.size();
@@ -111,7 +133,8 @@ backends::RopeParams Model::rope_params(int64_t il) const {
     p.orig_ctx = hp.rope_orig_ctx;
     p.llama3_low_freq_factor = static_cast<float>(hp.rope_llama3_low_freq_factor);
     p.llama3_high_freq_factor = static_cast<float>(hp.rope_llama3_high_freq_factor);
-    if (!unscaled) p.freq_factors = weights_.rope_freqs();
+    if (!unscaled) p.freq_factors = rope_factors_;
+    p.attn_factor = static_cast<float>(hp.rope_attn_factor);
     p.n_ctx = cache_.n_positions();
     return p;
 }
@@ -251,18 +274,25 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
     ap.head_dim_v = hp.head_dim_v;
     ap.scale = arch_.attention_scale(hp);
     ap.window = hp.layer_is_swa(il) ? hp.sliding_window : 0;
+    ap.sinks = w(Role::AttnSinks);
     if (arch_.prescale_queries) {
         be.scale(q, ap.scale, q);
         ap.scale = 1.0f;
     }
     be.attention(q, kv, queries, ap, attn);
     be.matmul(w(Role::AttnOutput), attn, o);
+    if (!w(Role::AttnOutputBias).empty()) be.add(o, w(Role::AttnOutputBias), o);
     if (!w(Role::PostAttnNorm).empty()) be.rms_norm(o, w(Role::PostAttnNorm), eps, o);
     be.add(x, o, x);
 
-    // Feed-forward block (gated: SwiGLU or GeGLU).
-    const Tensor gate = s.gate.rows(0, m), up = s.up.rows(0, m);
+    // Feed-forward block (gated: SwiGLU or GeGLU; or a mixture of such experts).
     be.rms_norm(x, w(Role::FfnNorm), eps, h);
+    if (arch_.moe) {
+        moe_ffn(stage, il, m);
+        be.add(x, o, x);
+        return;
+    }
+    const Tensor gate = s.gate.rows(0, m), up = s.up.rows(0, m);
     be.matmul(w(Role::FfnGate), h, gate);
     be.matmul(w(Role::FfnUp), h, up);
     if (arch_.activation == FfnActivation::GeluTanh) be.gelu(gate, gate);
@@ -271,6 +301,57 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
     be.matmul(w(Role::FfnDown), gate, o);
     if (!w(Role::PostFfnNorm).empty()) be.rms_norm(o, w(Role::PostFfnNorm), eps, o);
     be.add(x, o, x);
+}
+
+// Router and experts on the device that holds them (the layer's, or the host with --cpu-moe): h
+// crosses there and o back when that is not the layer's device. ref: llama.cpp build_moe_ffn.
+void Model::moe_ffn(Stage& stage, int64_t il, int64_t m) {
+    const models::Hparams& hp = info_.hparams;
+    const auto w = [&](Role r) -> const Tensor& { return weights_.layer(il, r); };
+    backends::Backend& be = expert_device(devices_, options_.experts, il);
+    const bool away = &be != stage.backend;
+    const Scratch& s = away ? *expert_scratch_ : *stage.scratch;
+    const Tensor h = s.h.rows(0, m), o = s.o.rows(0, m);
+    if (away) {
+        const Tensor from = stage.scratch->h.rows(0, m);
+        stage.backend->end_step();
+        stage.backend->copy_to(*from.buffer, from.offset, be, *h.buffer, h.offset, static_cast<size_t>(m) * from.row_stride);
+        be.begin_step();
+    }
+    const int64_t k = hp.n_expert_used;
+    const Tensor logits = s.router.rows(0, m), ids = s.route_ids.rows(0, m), weights = s.route_w.rows(0, m);
+    be.matmul(w(Role::FfnGateInp), h, logits);
+    if (!w(Role::FfnGateInpBias).empty()) be.add(logits, w(Role::FfnGateInpBias), logits);
+    backends::MoeRouteParams rp;
+    rp.n_expert = hp.n_expert;
+    rp.n_used = k;
+    rp.gating = arch_.gating == models::ExpertGating::TopKThenSoftmax ? backends::MoeGating::TopKThenSoftmax
+                                                                      : backends::MoeGating::SoftmaxThenTopK;
+    rp.normalize = arch_.normalize_expert_weights;
+    be.moe_route(logits, rp, ids, weights);
+
+    const Tensor gate = s.gate_e.rows(0, k * m), up = s.up_e.rows(0, k * m), down = s.down_e.rows(0, k * m);
+    be.matmul_id(w(Role::FfnGateExps), hp.n_expert, h, ids, gate);
+    be.matmul_id(w(Role::FfnUpExps), hp.n_expert, h, ids, up);
+    if (!w(Role::FfnGateExpsBias).empty()) be.add_id(gate, w(Role::FfnGateExpsBias), ids, gate);
+    if (!w(Role::FfnUpExpsBias).empty()) be.add_id(up, w(Role::FfnUpExpsBias), ids, up);
+    if (arch_.activation == FfnActivation::SwigluOai) {
+        constexpr float kAlpha = 1.702f, kLimit = 7.0f;  // ref: openai/gpt-oss torch/model.py swiglu()
+        be.swiglu_oai(gate, up, kAlpha, kLimit, gate);
+    } else {
+        be.silu(gate, gate);
+        be.mul(gate, up, gate);
+    }
+    be.matmul_id(w(Role::FfnDownExps), hp.n_expert, gate, ids, down);
+    if (!w(Role::FfnDownExpsBias).empty()) be.add_id(down, w(Role::FfnDownExpsBias), ids, down);
+    be.moe_combine(down, weights, o);
+
+    if (away) {
+        const Tensor to = stage.scratch->o.rows(0, m);
+        be.end_step();
+        be.copy_to(*o.buffer, o.offset, *stage.backend, *to.buffer, to.offset, static_cast<size_t>(m) * o.row_stride);
+        stage.backend->begin_step();
+    }
 }
 
 }  // namespace deskside::engine

@@ -40,20 +40,42 @@ int LoadedModel::cpu_threads() const {
     return 0;
 }
 
+ExpertOffload expert_offload(const models::ModelInfo& info, const DeviceRequest& request) {
+    ExpertOffload e;
+    if (request.cpu_moe_layers <= 0) return e;
+    if (info.hparams.n_expert <= 0)
+        throw std::invalid_argument("--cpu-moe / --n-cpu-moe: " + info.path + " (" + info.hparams.architecture +
+                                    ") is not a mixture-of-experts model");
+    e.n_layers = std::min(request.cpu_moe_layers, info.hparams.n_layer);
+    const std::string cpu = "cpu";
+    e.host = plan_device_list(std::span<const std::string>(&cpu, 1)).front();
+    return e;
+}
+
 LoadedModel load_model(models::ModelFile file, const DeviceRequest& request, const EngineOptions& options) {
     LoadedModel out;
     const std::vector<PlanDevice> devices = plan_device_list(request.names);
+    const ExpertOffload experts = expert_offload(file.info, request);
     const MemoryNeeds needs = memory_needs(file.info, options.cache, options.n_batch);
-    out.plan = plan_placement(needs, devices, request.split);
-    check_plan(out.plan, needs, devices, request.n_parallel);
+    out.plan = plan_placement(needs, devices, request.split, experts);
+    check_plan(out.plan, needs, devices, request.n_parallel, experts);
     backends::set_peer_access(request.peer_access);
     std::vector<DeviceLayers> layers;
+    EngineOptions opts = options;
     for (size_t i = 0; i < request.names.size(); ++i) {
         out.backends.push_back(backends::open_device(request.names[i], request.n_threads));
         layers.push_back({out.backends.back().get(), out.plan.devices[i].layer_begin, out.plan.devices[i].layer_end});
+        if (experts.n_layers > 0 && !opts.experts.host && request.names[i] == "cpu") opts.experts.host = out.backends.back().get();
+    }
+    if (experts.n_layers > 0) {
+        if (!opts.experts.host) {
+            out.expert_host = backends::open_device("cpu", request.n_threads);
+            opts.experts.host = out.expert_host.get();
+        }
+        opts.experts.n_layers = experts.n_layers;
     }
     out.tokenizer = std::move(file.tokenizer);
-    out.model = std::make_unique<Model>(std::move(file.info), std::move(layers), options);
+    out.model = std::make_unique<Model>(std::move(file.info), std::move(layers), opts);
     return out;
 }
 

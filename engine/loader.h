@@ -24,7 +24,16 @@ struct DeviceRequest {
     int64_t n_parallel = 1;                 // sequences the fit check reserves context for
     int n_threads = 0;                      // CPU devices: 0 = one per physical core
     bool peer_access = false;               // direct GPU-to-GPU copies (backends::set_peer_access)
+    // Mixture-of-experts models: the expert blocks of the first this-many layers stay in host
+    // memory and run on the CPU (--cpu-moe: all, kAllExpertLayers; --n-cpu-moe N); 0 = none. A
+    // non-zero value for a dense model is an error.
+    int64_t cpu_moe_layers = 0;
 };
+constexpr int64_t kAllExpertLayers = INT64_MAX;
+
+// The expert offload `request` asks for on `info` (layers clamped to the model's), with the
+// host's free memory. Throws std::invalid_argument when experts are offloaded for a dense model.
+ExpertOffload expert_offload(const models::ModelInfo& info, const DeviceRequest& request);
 
 // The requested devices with the free memory backends::list_devices() reports. Throws
 // std::invalid_argument for an unknown or unusable name, listing the usable ones.
@@ -33,6 +42,7 @@ std::vector<PlanDevice> plan_device_list(std::span<const std::string> names);
 struct LoadedModel {
     std::unique_ptr<models::Tokenizer> tokenizer;
     std::vector<std::unique_ptr<backends::Backend>> backends;  // one per requested device; the model refers to them
+    std::unique_ptr<backends::Backend> expert_host;  // the CPU running offloaded experts, when no "cpu" is in the list
     Plan plan;
     std::unique_ptr<Model> model;
 

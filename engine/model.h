@@ -16,6 +16,7 @@
 #include "engine/arch.h"
 #include "engine/device_layers.h"
 #include "engine/kv_cache.h"
+#include "engine/scratch.h"
 #include "engine/weights.h"
 #include "models/model.h"
 
@@ -24,6 +25,9 @@ namespace deskside::engine {
 struct EngineOptions {
     KvCacheConfig cache;
     int64_t n_batch = 512;  // tokens computed together; longer batches are split into steps
+    // Mixture-of-experts models: expert blocks kept in host memory and run there (--cpu-moe,
+    // --n-cpu-moe); the host backend must outlive the Model.
+    ExpertPlacement experts;
 };
 
 // One token of a batch: token `token` of sequence `seq` at position `pos`. A sequence's tokens
@@ -77,6 +81,8 @@ class Model {
     // computed only for the tokens that want logits, in x's first rows (see forward.cpp).
     void layer(Stage& stage, int64_t il, int64_t n, bool last);
     void cross(const Stage& from, Stage& to, int64_t n);
+    // The FFN of a mixture-of-experts layer: o = sum of the chosen experts of h, weighted.
+    void moe_ffn(Stage& stage, int64_t il, int64_t m);
     backends::RopeParams rope_params(int64_t il) const;
 
     models::ModelInfo info_;
@@ -86,6 +92,8 @@ class Model {
     ModelWeights weights_;
     KvCache cache_;
     std::vector<Stage> stages_;          // one per device, in layer order
+    std::unique_ptr<Scratch> expert_scratch_;  // on options_.experts.host, when it runs expert blocks
+    std::vector<float> rope_factors_;  // the frequency divisors RoPE uses (rope_freqs or LongRoPE's)
     std::unique_ptr<StepInputs> inputs_;
     std::vector<float> logits_;  // host copy returned by decode()
 };

@@ -18,6 +18,11 @@ uint64_t placed_bytes(const models::Tensor& t) {
     return t.n_bytes;
 }
 
+// Whether a per-layer tensor belongs to the mixture-of-experts block (router, experts, their biases).
+bool is_expert_tensor(const std::string& name) {
+    return name.find(".ffn_gate_inp.") != std::string::npos || name.find("_exps.") != std::string::npos;
+}
+
 // The layer index of "blk.<il>.<name>", or -1.
 int64_t layer_of(const std::string& name) {
     if (name.rfind("blk.", 0) != 0) return -1;
@@ -38,6 +43,11 @@ std::vector<uint64_t> budgets(std::span<const PlanDevice> devices) {
     std::vector<uint64_t> out;
     for (const PlanDevice& d : devices) out.push_back(d.free_memory / count[d.name]);
     return out;
+}
+
+// Layer il's expert bytes (needs built by hand may leave layer_experts empty: a dense model).
+uint64_t expert_bytes(const MemoryNeeds& needs, int64_t il) {
+    return il < static_cast<int64_t>(needs.layer_experts.size()) ? needs.layer_experts[il] : 0;
 }
 
 std::string layers_text(const DevicePlan& d) {
@@ -81,6 +91,7 @@ MemoryNeeds memory_needs(const models::ModelInfo& info, const KvCacheConfig& cac
     MemoryNeeds n;
     n.n_layer = hp.n_layer;
     n.layer_weights.assign(hp.n_layer, 0);
+    n.layer_experts.assign(hp.n_layer, 0);
     uint64_t token_embd = 0;
     bool has_output = false;
     for (const models::Tensor& t : info.tensors) {
@@ -88,10 +99,16 @@ MemoryNeeds memory_needs(const models::ModelInfo& info, const KvCacheConfig& cac
         if (il >= hp.n_layer)
             throw std::invalid_argument(info.path + ": tensor '" + t.name + "' names layer " + std::to_string(il) +
                                         " but the model has " + std::to_string(hp.n_layer));
-        if (il >= 0) n.layer_weights[il] += placed_bytes(t);
-        else if (t.name == "output.weight" || t.name == "output_norm.weight") n.output += placed_bytes(t);
-        else if (t.name == "rope_freqs.weight") continue;  // read into host memory at load
-        else n.embedding += placed_bytes(t);
+        if (il >= 0) {
+            n.layer_weights[il] += placed_bytes(t);
+            if (is_expert_tensor(t.name)) n.layer_experts[il] += placed_bytes(t);
+        } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
+            n.output += placed_bytes(t);
+        } else if (t.name == "rope_freqs.weight" || t.name.starts_with("rope_factors_")) {
+            continue;  // read into host memory at load
+        } else {
+            n.embedding += placed_bytes(t);
+        }
         if (t.name == "token_embd.weight") token_embd = placed_bytes(t);
         if (t.name == "output.weight") has_output = true;
     }
@@ -135,7 +152,8 @@ SplitSpec parse_split(std::string_view text) {
 }
 
 bool Plan::fits() const {
-    return std::all_of(devices.begin(), devices.end(), [](const DevicePlan& d) { return d.fits(); });
+    return std::all_of(devices.begin(), devices.end(), [](const DevicePlan& d) { return d.fits(); }) &&
+           (!host_experts || host_experts->fits());
 }
 
 std::string Plan::split_text() const {
@@ -144,7 +162,8 @@ std::string Plan::split_text() const {
     return out;
 }
 
-Plan plan_placement(const MemoryNeeds& needs, std::span<const PlanDevice> devices, const SplitSpec& split) {
+Plan plan_placement(const MemoryNeeds& needs, std::span<const PlanDevice> devices, const SplitSpec& split,
+                    const ExpertOffload& experts) {
     const size_t n_dev = devices.size();
     const int64_t n_layer = needs.n_layer;
     if (n_dev == 0) throw std::invalid_argument("no devices to place the model on");
@@ -189,16 +208,40 @@ Plan plan_placement(const MemoryNeeds& needs, std::span<const PlanDevice> device
         DevicePlan& d = plan.devices[i];
         d.layer_begin = begin;
         d.layer_end = end;
-        for (int64_t il = begin; il < end; ++il) d.weight_bytes += needs.layer_weights[il];
+        for (int64_t il = begin; il < end; ++il) {
+            const bool on_host = il < experts.n_layers;
+            d.weight_bytes += needs.layer_weights[il] - (on_host ? expert_bytes(needs, il) : 0);
+            if (!on_host) d.expert_bytes += expert_bytes(needs, il);
+        }
         d.kv_bytes = needs.layer_kv * static_cast<uint64_t>(end - begin);
         begin = end;
+    }
+    const int64_t n_host = std::min(experts.n_layers, n_layer);
+    uint64_t host_bytes = 0;
+    for (int64_t il = 0; il < n_host; ++il) host_bytes += expert_bytes(needs, il);
+    if (n_host > 0 && host_bytes > 0) {
+        DevicePlan h;
+        h.name = experts.host.name;
+        h.layer_begin = 0;
+        h.layer_end = n_host;
+        h.weight_bytes = h.expert_bytes = host_bytes;
+        h.scratch_bytes = needs.scratch;
+        h.free_memory = experts.host.free_memory;
+        plan.host_experts = h;
     }
     return plan;
 }
 
-void check_plan(const Plan& plan, const MemoryNeeds& needs, std::span<const PlanDevice> devices, int64_t n_parallel) {
+void check_plan(const Plan& plan, const MemoryNeeds& needs, std::span<const PlanDevice> devices, int64_t n_parallel,
+                const ExpertOffload& experts) {
     if (plan.fits()) return;
     std::string msg;
+    if (plan.host_experts && !plan.host_experts->fits()) {
+        const DevicePlan& h = *plan.host_experts;
+        msg = "host memory ('" + h.name + "') needs " + format_bytes(h.total_bytes()) + " for the experts of " +
+              layers_text(h) + " (--cpu-moe / --n-cpu-moe) but has " + format_bytes(h.free_memory) +
+              " free: offload fewer layers' experts (--n-cpu-moe)";
+    }
     for (size_t i = 0; i < plan.devices.size(); ++i) {
         const DevicePlan& d = plan.devices[i];
         if (d.fits()) continue;
@@ -209,7 +252,7 @@ void check_plan(const Plan& plan, const MemoryNeeds& needs, std::span<const Plan
                format_bytes(d.total_bytes() - d.free_memory);
     }
     std::vector<std::string> advice;
-    const Plan balanced = plan_placement(needs, devices, SplitSpec{});
+    const Plan balanced = plan_placement(needs, devices, SplitSpec{}, experts);
     if (balanced.fits() && balanced.split_text() != plan.split_text())
         advice.push_back("a split that fits: --split " + balanced.split_text());
     const int64_t ctx = fitting_context(plan, needs, n_parallel);

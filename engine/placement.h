@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,7 @@ namespace deskside::engine {
 struct MemoryNeeds {
     int64_t n_layer = 0;
     std::vector<uint64_t> layer_weights;  // bytes of blk.<il>.* per layer (vectors as F32)
+    std::vector<uint64_t> layer_experts;  // of those, the expert block's (router and experts; 0 when dense)
     uint64_t layer_kv = 0;                // K + V cache bytes of one layer
     uint64_t kv_per_position = 0;         // K + V bytes per cached position per layer
     uint64_t embedding = 0;               // token_embd (and model-wide tensors not listed below)
@@ -72,6 +74,7 @@ struct DevicePlan {
     bool embedding = false;   // token_embd here (the first device)
     bool output = false;      // output norm + head here (the last device)
     uint64_t weight_bytes = 0;
+    uint64_t expert_bytes = 0;  // of weight_bytes, mixture-of-experts blocks
     uint64_t kv_bytes = 0;
     uint64_t scratch_bytes = 0;
     uint64_t free_memory = 0;  // this entry's budget (a shared pool divided by its entries)
@@ -79,8 +82,18 @@ struct DevicePlan {
     bool fits() const { return total_bytes() <= free_memory; }
 };
 
+// --cpu-moe / --n-cpu-moe N: the expert blocks of layers [0, n_layers) stay in host memory and
+// run on the CPU (`host`), everything else follows the devices' plan.
+struct ExpertOffload {
+    int64_t n_layers = 0;  // clamped to the model's layers; 0 = none
+    PlanDevice host{"cpu", 0};
+};
+
 struct Plan {
     std::vector<DevicePlan> devices;
+    // The host's share when expert blocks are offloaded: layers [layer_begin, layer_end)'s experts
+    // (weight_bytes = expert_bytes) and the scratch their blocks run in; absent otherwise.
+    std::optional<DevicePlan> host_experts;
     bool fits() const;
     // The plan's layer counts as a --split value, e.g. "24,8".
     std::string split_text() const;
@@ -91,12 +104,14 @@ struct Plan {
 // with the bytes each device takes. Does not check the fit: see check_plan. Throws
 // std::invalid_argument when there are no devices, more devices than layers, or the number of
 // ratios differs from the number of devices.
-Plan plan_placement(const MemoryNeeds& needs, std::span<const PlanDevice> devices, const SplitSpec& split);
+Plan plan_placement(const MemoryNeeds& needs, std::span<const PlanDevice> devices, const SplitSpec& split,
+                    const ExpertOffload& experts = {});
 
 // Throws std::runtime_error when a device of `plan` lacks memory: which device, by how much,
 // and what fits instead (an auto split that fits, or the largest context per sequence that fits
 // this split for `n_parallel` sequences).
-void check_plan(const Plan& plan, const MemoryNeeds& needs, std::span<const PlanDevice> devices, int64_t n_parallel);
+void check_plan(const Plan& plan, const MemoryNeeds& needs, std::span<const PlanDevice> devices, int64_t n_parallel,
+                const ExpertOffload& experts = {});
 
 // "1.50 GiB", for plans and their errors.
 std::string format_bytes(uint64_t bytes);

@@ -10,6 +10,7 @@ constexpr size_t kAlign = 64;
 struct Slot {
     backends::Tensor Scratch::*tensor;
     int64_t ne0, ne1;
+    quant::TypeId type = quant::TypeId::F32;
 };
 
 std::vector<Slot> slots(const models::Hparams& hp, int64_t nb, bool with_output) {
@@ -24,6 +25,15 @@ std::vector<Slot> slots(const models::Hparams& hp, int64_t nb, bool with_output)
         {&Scratch::gate, hp.n_ff, nb},
         {&Scratch::up, hp.n_ff, nb},
     };
+    if (hp.n_expert > 0) {
+        const int64_t k = hp.n_expert_used;
+        s.push_back({&Scratch::router, hp.n_expert, nb});
+        s.push_back({&Scratch::route_ids, k, nb, quant::TypeId::I32});
+        s.push_back({&Scratch::route_w, k, nb});
+        s.push_back({&Scratch::gate_e, hp.n_ff_exp, k * nb});
+        s.push_back({&Scratch::up_e, hp.n_ff_exp, k * nb});
+        s.push_back({&Scratch::down_e, hp.n_embd, k * nb});
+    }
     if (with_output) {
         s.push_back({&Scratch::sel, hp.n_embd, kLogitRowsPerPass});
         s.push_back({&Scratch::logits, hp.n_vocab, kLogitRowsPerPass});
@@ -32,7 +42,7 @@ std::vector<Slot> slots(const models::Hparams& hp, int64_t nb, bool with_output)
 }
 
 size_t slot_bytes(const Slot& s) {
-    return (static_cast<size_t>(s.ne0 * s.ne1) * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+    return (quant::row_bytes(s.type, s.ne0) * static_cast<size_t>(s.ne1) + kAlign - 1) / kAlign * kAlign;
 }
 
 }  // namespace
@@ -48,7 +58,7 @@ Scratch::Scratch(backends::Backend& backend, const models::Hparams& hp, int64_t 
     buffer = backend.alloc(bytes(hp, n_batch, with_output));
     size_t offset = 0;
     for (const Slot& s : all) {
-        this->*s.tensor = backends::make_tensor(buffer.get(), offset, quant::TypeId::F32, s.ne0, s.ne1);
+        this->*s.tensor = backends::make_tensor(buffer.get(), offset, s.type, s.ne0, s.ne1);
         offset += slot_bytes(s);
     }
 }

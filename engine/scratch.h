@@ -32,6 +32,13 @@ struct Scratch {
     backends::Tensor o;       // [n_embd, n_batch] sub-block output
     backends::Tensor gate;    // [n_ff, n_batch]
     backends::Tensor up;      // [n_ff, n_batch]
+    // Mixture of experts (models with n_expert > 0), k = n_expert_used:
+    backends::Tensor router;     // [n_expert, n_batch] router logits
+    backends::Tensor route_ids;  // I32 [k, n_batch] chosen experts
+    backends::Tensor route_w;    // [k, n_batch] their weights
+    backends::Tensor gate_e;     // [n_ff_exp, k * n_batch]
+    backends::Tensor up_e;       // [n_ff_exp, k * n_batch]
+    backends::Tensor down_e;     // [n_embd, k * n_batch]
     backends::Tensor sel;     // [n_embd, kLogitRowsPerPass] rows that want logits (with_output)
     backends::Tensor logits;  // [n_vocab, kLogitRowsPerPass] (with_output)
 };

@@ -3,63 +3,18 @@
 #include <limits>
 #include <span>
 
+#include "models/family.h"
+
 namespace deskside::models {
 
 namespace {
 
-struct NameRule {
-    std::string_view hf;    // without ".weight" / ".bias"
-    std::string_view gguf;  // likewise
-};
-
-// Below "model.layers.N.", in the order GGUF files list a block's tensors.
-// ref: llama.cpp gguf-py/gguf/tensor_mapping.py (the GGUF names), transformers modeling_llama.py,
-// modeling_qwen2.py, modeling_gemma3.py (the module names).
-constexpr NameRule kLlamaBlock[] = {
-    {"input_layernorm", "attn_norm"},
-    {"self_attn.q_proj", "attn_q"},
-    {"self_attn.k_proj", "attn_k"},
-    {"self_attn.v_proj", "attn_v"},
-    {"self_attn.o_proj", "attn_output"},
-    {"post_attention_layernorm", "ffn_norm"},
-    {"mlp.gate_proj", "ffn_gate"},
-    {"mlp.up_proj", "ffn_up"},
-    {"mlp.down_proj", "ffn_down"},
-};
-
-// Gemma 3 norms both sides of attention and of the FFN, and normalizes Q and K per head.
-constexpr NameRule kGemma3Block[] = {
-    {"input_layernorm", "attn_norm"},
-    {"self_attn.q_proj", "attn_q"},
-    {"self_attn.k_proj", "attn_k"},
-    {"self_attn.v_proj", "attn_v"},
-    {"self_attn.q_norm", "attn_q_norm"},
-    {"self_attn.k_norm", "attn_k_norm"},
-    {"self_attn.o_proj", "attn_output"},
-    {"post_attention_layernorm", "post_attention_norm"},
-    {"pre_feedforward_layernorm", "ffn_norm"},
-    {"mlp.gate_proj", "ffn_gate"},
-    {"mlp.up_proj", "ffn_up"},
-    {"mlp.down_proj", "ffn_down"},
-    {"post_feedforward_layernorm", "post_ffw_norm"},
-};
+using NameRule = HfNameRule;
 
 constexpr NameRule kGlobal[] = {
     {"model.embed_tokens", "token_embd"},
     {"model.norm", "output_norm"},
     {"lm_head", "output"},
-};
-
-struct ArchTable {
-    std::string_view architecture;
-    std::span<const NameRule> block;
-    bool multimodal_gemma3;  // accepts Gemma3ForConditionalGeneration's prefixes
-};
-
-constexpr ArchTable kTables[] = {
-    {"llama", kLlamaBlock, false},
-    {"qwen2", kLlamaBlock, false},
-    {"gemma3", kGemma3Block, true},
 };
 
 constexpr std::string_view kLayersPrefix = "model.layers.";
@@ -87,15 +42,14 @@ const NameRule* find_rule(std::span<const NameRule> rules, std::string_view hf, 
 }  // namespace
 
 HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view hf_name) {
-    const ArchTable* table = nullptr;
-    for (const ArchTable& t : kTables) {
-        if (t.architecture == architecture) table = &t;
-    }
+    const Family* family = find_family(architecture);
     HfTensorName out;
-    if (!table) return out;
+    if (!family || family->hf_block.empty()) return out;
+    bool multimodal = false;
+    for (const HfModelType& t : family->hf_types) multimodal = multimodal || t.multimodal;
 
     std::string name(hf_name);
-    if (table->multimodal_gemma3) {
+    if (multimodal) {
         for (std::string_view p : kGemma3VisionPrefixes) {
             if (name.starts_with(p)) {
                 out.kind = HfTensorName::Kind::Ignored;
@@ -138,7 +92,7 @@ HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view 
             if (c < '0' || c > '9') return out;
             layer = layer * 10 + (c - '0');
         }
-        const NameRule* rule = find_rule(table->block, base.substr(dot + 1), index);
+        const NameRule* rule = find_rule(family->hf_block, base.substr(dot + 1), index);
         if (!rule) return out;
         out.kind = HfTensorName::Kind::Mapped;
         out.gguf = "blk." + std::to_string(layer) + "." + std::string(rule->gguf) + std::string(suffix);

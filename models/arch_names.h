@@ -1,7 +1,8 @@
 // Hugging Face tensor names -> GGUF tensor names, per architecture.
 //
-// One table per architecture (in arch_names.cpp) lists the names below "model.layers.N." in the
-// order llama.cpp's converter writes them, plus the few global tensors. Everything else in a
+// Each family's file (models/family_*.cpp, Family::hf_block) lists the names below
+// "model.layers.N." in the order llama.cpp's converter writes them; arch_names.cpp adds the few
+// global tensors and the multimodal wrappers' prefixes. Everything else in a
 // checkpoint is either a known passenger that the text model does not use (rotary inv_freq
 // buffers, Gemma 3's vision tower) or a name deskside does not know, which the loader reports.
 #pragma once
@@ -23,7 +24,7 @@ struct HfTensorName {
     std::pair<int64_t, int> sort_key{0, 0};
 };
 
-// `architecture` is the GGUF name ("llama", "qwen2", "gemma3"). Names of a multimodal Gemma 3
+// `architecture` is the GGUF name ("llama", "qwen2", "qwen3", "gemma3"). Names of a multimodal Gemma 3
 // checkpoint ("language_model.model.layers.0...", "model.language_model.layers.0...") are
 // accepted with their prefix.
 HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view hf_name);

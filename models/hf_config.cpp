@@ -6,49 +6,23 @@
 #include <string_view>
 #include <vector>
 
+#include "models/family.h"
 #include "models/hf_json.h"
 
 namespace deskside::models {
 
 namespace {
 
-// One supported transformers family. `defaults` are the config class's constructor defaults
-// for the fields read here. ref: transformers configuration_{llama,mistral,qwen2,gemma3}.py
-struct Family {
-    std::string_view model_type;
-    std::string_view hf_class;  // architectures[0] in config.json
-    std::string_view gguf_arch;
-    std::string_view defaults;  // JSON
-};
-
-constexpr std::string_view kGemma3TextDefaults = R"({
-    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 4096,
-    "sliding_window_pattern": 6, "tie_word_embeddings": true})";
-
-constexpr std::array kFamilies{
-    Family{"llama", "LlamaForCausalLM", "llama", R"({
-        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-        "tie_word_embeddings": false})"},
-    Family{"mistral", "MistralForCausalLM", "llama", R"({
-        "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false})"},
-    Family{"qwen2", "Qwen2ForCausalLM", "qwen2", R"({
-        "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0, "use_sliding_window": false, "sliding_window": 4096, "max_window_layers": 28,
-        "tie_word_embeddings": false})"},
-    Family{"gemma3_text", "Gemma3ForCausalLM", "gemma3", kGemma3TextDefaults},
-    Family{"gemma3", "Gemma3ForConditionalGeneration", "gemma3", kGemma3TextDefaults},
+// The family and transformers model type a config names (model_type, or else architectures[0]).
+struct Found {
+    const Family* family;
+    const HfModelType* type;
 };
 
 // Far above any real model; bounds the per-layer tables built from the config.
 constexpr int64_t kMaxLayers = 4096;
 
-const Family& find_family(const JsonFields& root) {
+Found find_hf_type(const JsonFields& root) {
     const auto model_type = root.opt_string("model_type");
     std::string arch_list;
     std::optional<std::string> first_class;
@@ -60,12 +34,16 @@ const Family& find_family(const JsonFields& root) {
             arch_list += (arch_list.empty() ? "" : ", ") + c.get<std::string>();
         }
     }
-    for (const Family& f : kFamilies) {
-        if (model_type ? *model_type == f.model_type : first_class == f.hf_class) return f;
+    std::string supported;
+    for (const Family* f : all_families()) {
+        for (const HfModelType& t : f->hf_types) {
+            if (model_type ? *model_type == t.model_type : first_class == t.hf_class) return {f, &t};
+            supported += (supported.empty() ? "" : ", ") + std::string(t.model_type);
+        }
     }
     throw HfCheckpointError(root.file() + ": model_type '" + model_type.value_or("(none)") + "' (architectures: " +
-                            (arch_list.empty() ? "(none)" : arch_list) +
-                            ") is not supported; deskside reads llama, mistral, qwen2 and gemma3 checkpoints");
+                            (arch_list.empty() ? "(none)" : arch_list) + ") is not supported; deskside reads " +
+                            supported + " checkpoints (convert other families to GGUF)");
 }
 
 int64_t positive_int(const JsonFields& f, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
@@ -103,7 +81,7 @@ void read_rope_scaling(const JsonFields& rope, Hparams& hp) {
 }
 
 void read_rope(const JsonFields& f, Hparams& hp) {
-    hp.rope_neox = true;  // HF keeps Q/K unpermuted and rotates halves (rotate_half) in all four families
+    hp.rope_neox = true;  // HF keeps Q/K unpermuted and rotates halves (rotate_half) in every family
     hp.n_rot = hp.head_dim;
     if (const auto partial = f.opt_float("partial_rotary_factor"); partial && *partial != 1.0)
         f.fail("partial_rotary_factor", "partial rotary embeddings are not supported in this family");
@@ -121,16 +99,13 @@ void read_rope(const JsonFields& f, Hparams& hp) {
     hp.rope_orig_ctx = hp.n_ctx_train;
     if (global) read_rope_scaling(*global, hp);
 
-    if (hp.architecture == "gemma3") {
-        hp.rope_freq_base_swa = positive_float(f, "rope_local_base_freq", 10000.0);
-        if (local && local->has("rope_theta")) hp.rope_freq_base_swa = positive_float(*local, "rope_theta", 0);
-    }
+    if (local && local->has("rope_theta")) hp.rope_freq_base_swa = positive_float(*local, "rope_theta", 0);
 }
 
-// Which layers use sliding-window attention, as transformers decides it for the family.
-std::vector<bool> sliding_layers(const JsonFields& f, const Family& family, int64_t n_layer) {
-    std::vector<bool> swa(static_cast<size_t>(n_layer), false);
+// Which layers use sliding-window attention: config.json's layer_types, or else the model type's rule.
+std::vector<bool> sliding_layers(const JsonFields& f, const HfModelType& type, int64_t n_layer) {
     if (const nlohmann::json* types = f.get("layer_types")) {
+        std::vector<bool> swa(static_cast<size_t>(n_layer), false);
         if (!types->is_array() || types->size() != swa.size())
             f.fail("layer_types", "expected an array of " + std::to_string(n_layer) + " layer types");
         for (size_t i = 0; i < swa.size(); ++i) {
@@ -141,33 +116,18 @@ std::vector<bool> sliding_layers(const JsonFields& f, const Family& family, int6
         }
         return swa;
     }
-    const std::string_view mt = family.model_type;
-    if (mt == "mistral") {
-        if (f.has("sliding_window")) swa.assign(swa.size(), true);
-    } else if (mt == "qwen2") {
-        if (f.opt_bool("use_sliding_window").value_or(false) && f.has("sliding_window")) {
-            const int64_t first = f.opt_int("max_window_layers").value_or(0);
-            for (int64_t i = std::max<int64_t>(first, 0); i < n_layer; ++i) swa[static_cast<size_t>(i)] = true;
-        }
-    } else if (mt == "gemma3" || mt == "gemma3_text") {
-        const int64_t pattern = positive_int(f, "sliding_window_pattern");
-        for (int64_t i = 0; i < n_layer; ++i) swa[static_cast<size_t>(i)] = (i + 1) % pattern != 0;
-    }
-    return swa;
+    if (type.sliding_layers) return type.sliding_layers(f, n_layer);
+    return std::vector<bool>(static_cast<size_t>(n_layer), false);
 }
 
 // Sliding layers as Hparams describe them: all layers, every Nth layer global (the pattern), or
 // else one flag per layer (e.g. Qwen2's max_window_layers: the first layers global).
-void read_sliding_window(const JsonFields& f, const Family& family, Hparams& hp) {
-    const std::vector<bool> swa = sliding_layers(f, family, hp.n_layer);
+void read_sliding_window(const JsonFields& f, const HfModelType& type, Hparams& hp) {
+    const std::vector<bool> swa = sliding_layers(f, type, hp.n_layer);
     const auto n_swa = std::count(swa.begin(), swa.end(), true);
     if (n_swa == 0) return;
     hp.sliding_window = positive_int(f, "sliding_window");
-    if (n_swa == hp.n_layer) {
-        // A Gemma 3 with fewer layers than its pattern keeps the pattern, as its GGUF would.
-        if (hp.architecture == "gemma3" && !f.has("layer_types")) hp.sliding_window_pattern = positive_int(f, "sliding_window_pattern");
-        return;
-    }
+    if (n_swa == hp.n_layer) return;
     const int64_t pattern = (std::find(swa.begin(), swa.end(), false) - swa.begin()) + 1;
     for (int64_t i = 0; i < hp.n_layer; ++i) {
         if (swa[static_cast<size_t>(i)] != (i % pattern != pattern - 1)) {
@@ -196,14 +156,14 @@ std::optional<int64_t> token_id(const JsonFields& text, const JsonFields& root, 
 
 HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) {
     const JsonFields root(config, path);
-    const Family& family = find_family(root);
+    const auto [family, type] = find_hf_type(root);
     HfConfig out;
-    out.model_type = std::string(family.model_type);
-    out.multimodal = family.model_type == "gemma3";
+    out.model_type = std::string(type->model_type);
+    out.multimodal = type->multimodal;
 
     // The text model's fields over the family defaults; a key the config sets to null stays
     // null (Python's None: "no sliding window", "head_dim from hidden_size").
-    nlohmann::json text = nlohmann::json::parse(family.defaults);
+    nlohmann::json text = nlohmann::json::parse(type->defaults);
     std::string prefix;
     if (out.multimodal) {
         prefix = "text_config";
@@ -216,7 +176,7 @@ HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) 
     const JsonFields f(text, path, prefix);
 
     Hparams& hp = out.hparams;
-    hp.architecture = std::string(family.gguf_arch);
+    hp.architecture = std::string(family->name);
     hp.n_layer = positive_int(f, "num_hidden_layers");
     if (hp.n_layer > kMaxLayers) f.fail("num_hidden_layers", std::to_string(hp.n_layer) + " exceeds the limit of " + std::to_string(kMaxLayers));
     hp.n_embd = positive_int(f, "hidden_size");
@@ -233,8 +193,8 @@ HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) 
     hp.n_vocab = positive_int(f, "vocab_size");
     hp.norm_eps = positive_float(f, "rms_norm_eps", 1e-6);
     read_rope(f, hp);
-    read_sliding_window(f, family, hp);
-    hp.norm_weight_plus_one = hp.architecture == "gemma3";  // Gemma3RMSNorm computes x * (1 + w)
+    read_sliding_window(f, *type, hp);
+    if (family->hf_quirks) family->hf_quirks(f, hp);
 
     out.tie_word_embeddings = root.opt_bool("tie_word_embeddings").value_or(f.opt_bool("tie_word_embeddings").value_or(false));
     out.bos_token_id = token_id(f, root, "bos_token_id");

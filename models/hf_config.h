@@ -1,7 +1,7 @@
 // config.json of a Hugging Face checkpoint, read into the Hparams a GGUF file of the same model
-// would give (same field meanings as models/model.cpp's GGUF path), for the families deskside
-// runs: llama, mistral (GGUF architecture "llama"), qwen2 and gemma3 (Gemma3ForCausalLM text
-// configs and Gemma3ForConditionalGeneration's text_config).
+// would give (same field meanings as models/model.cpp's GGUF path), for the transformers model
+// types the families in models/family.h list (llama, mistral, qwen2, qwen3, gemma3_text and
+// Gemma3ForConditionalGeneration's text_config); each family file holds its types' defaults and quirks.
 //
 // Fields a config leaves out take the defaults of the transformers config class of that family,
 // since that is what the checkpoint was trained and saved with (Gemma 3 text_configs in
@@ -28,7 +28,7 @@ struct HfConfig {
 
 // `config` is config.json's content; `path` names it in errors. Throws HfCheckpointError naming
 // the field for values of the wrong type or out of range, rope scaling types deskside does not
-// implement, and families outside the four (naming model_type and architectures).
+// implement, and model types no family reads (naming model_type and architectures).
 HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path);
 
 }  // namespace deskside::models

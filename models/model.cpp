@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "models/family.h"
 #include "models/gguf.h"
 #include "models/hf_checkpoint.h"
 #include "models/tokenizer/tokenizer.h"
@@ -37,11 +38,6 @@ int64_t ModelInfo::n_params() const {
 }
 
 namespace {
-
-// Gemma 3 local layers use a fixed RoPE base (not stored in GGUF files) and every 6th layer is
-// global unless the file says otherwise. ref: Gemma 3 technical report, section 2.
-constexpr double kGemma3LocalRopeBase = 10000.0;
-constexpr int64_t kGemma3DefaultSwaPattern = 6;
 
 std::optional<int64_t> optional_id(const GgufFile& f, const std::string& key) {
     if (!f.find(key)) return std::nullopt;
@@ -110,10 +106,16 @@ Hparams gguf_hparams(const GgufFile& f) {
     } else {
         hp.sliding_window_pattern = f.get_int(a + "attention.sliding_window_pattern", 0);
     }
-    hp.rope_neox = hp.architecture != "llama";  // GGUF llama files store Q/K permuted for adjacent-pair RoPE
-    if (hp.architecture == "gemma3") {
-        if (hp.rope_freq_base_swa == 0.0) hp.rope_freq_base_swa = kGemma3LocalRopeBase;
-        if (hp.sliding_window_pattern == 0 && hp.sliding_window > 0) hp.sliding_window_pattern = kGemma3DefaultSwaPattern;
+    hp.rope_attn_factor = f.get_float(a + "rope.scaling.attn_factor", 1.0);
+    hp.n_expert = f.get_int(a + "expert_count", 0);
+    hp.n_expert_used = f.get_int(a + "expert_used_count", 0);
+    hp.n_ff_exp = f.get_int(a + "expert_feed_forward_length", 0);
+    // The rest is the family's: its RoPE style, stated in its file, and what its files leave to
+    // llama.cpp's defaults. An architecture no family describes keeps adjacent pairs (inspect
+    // still shows it; loading it fails naming it).
+    if (const Family* family = find_family(hp.architecture)) {
+        hp.rope_neox = family->rope == RopeStyle::Neox;
+        if (family->gguf_quirks) family->gguf_quirks(hp);
     }
     return hp;
 }

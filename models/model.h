@@ -22,7 +22,7 @@ namespace deskside::models {
 enum class RopeScaling { None, Linear, Yarn, Llama3 };
 
 struct Hparams {
-    std::string architecture;  // "llama", "qwen2", "gemma3", or whatever the file declares
+    std::string architecture;  // a models::Family name (models/family.h), or whatever the file declares
     int64_t n_layer = 0;
     int64_t n_embd = 0;
     int64_t n_head = 0;
@@ -33,6 +33,10 @@ struct Hparams {
     // Families that vary these per layer list one value per layer here (the scalars above then
     // hold the largest); empty when uniform.
     std::vector<int64_t> n_head_layers, n_head_kv_layers, n_ff_layers;
+    // Mixture of experts (0 = dense): experts per layer, experts each token uses, an expert's FFN size.
+    int64_t n_expert = 0;
+    int64_t n_expert_used = 0;
+    int64_t n_ff_exp = 0;
     int64_t n_ctx_train = 0;
     int64_t n_vocab = 0;
     double norm_eps = 1e-5;  // RMS norm epsilon
@@ -46,6 +50,7 @@ struct Hparams {
     int64_t rope_orig_ctx = 0;  // yarn / llama3: the context the model was trained with
     double rope_llama3_low_freq_factor = 1;
     double rope_llama3_high_freq_factor = 4;
+    double rope_attn_factor = 1;  // multiplies RoPE's cos and sin (rope.scaling.attn_factor; LongRoPE)
 
     int64_t sliding_window = 0;     // 0 = none
     int64_t sliding_window_pattern = 0;  // every Nth layer is global (layer % N == N-1); 0 = all SWA when window > 0

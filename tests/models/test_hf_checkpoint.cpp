@@ -1,6 +1,7 @@
 // Hugging Face checkpoint directories built by hand (HF module names spelled out here), loaded
 // and compared with GGUF files that llama.cpp's tools wrote for models of the same shape: the
 // tensor table (names, order, ggml shapes) and the hyperparameters must come out the same.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -177,6 +178,33 @@ TEST_CASE("HF qwen2 checkpoint maps onto synth-qwen2.gguf", "[hf]") {
     check_same_hparams(hf.hparams, gguf.hparams);
     CHECK(hf.hparams.rope_neox);
     CHECK_FALSE(hf.hparams.norm_weight_plus_one);
+}
+
+TEST_CASE("HF qwen3 checkpoint maps onto synth-qwen3-q8_0.gguf: per-head Q/K norms, no biases", "[hf]") {
+    TempDirs tmp;
+    const ModelInfo gguf = load_model(shared_path("models/synth-qwen3-q8_0.gguf"));
+    const Shape s{2, 256, 4, 2, 128, 512, 512};
+    const json config = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"num_hidden_layers", 2},
+                         {"hidden_size", 256}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 128},
+                         {"intermediate_size", 512}, {"vocab_size", 512}, {"max_position_embeddings", 512},
+                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"tie_word_embeddings", true}};
+    std::vector<StTensor> tensors = llama_tensors(s, "BF16", false, false);
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        tensors.push_back({p + "self_attn.q_norm.weight", "BF16", {s.head_dim}, {}});
+        tensors.push_back({p + "self_attn.k_norm.weight", "BF16", {s.head_dim}, {}});
+    }
+    const ModelInfo hf = load_hf_checkpoint(write_checkpoint(tmp, "qwen3", config, tensors).string());
+    // That file lists a block's tensors alphabetically; compare the tables as sets.
+    const auto table = [](const ModelInfo& m) {
+        std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+        for (const auto& x : m.tensors) t.push_back({x.name, x.shape});
+        std::sort(t.begin(), t.end());
+        return t;
+    };
+    CHECK(table(hf) == table(gguf));
+    check_same_hparams(hf.hparams, gguf.hparams);
+    CHECK(hf.hparams.rope_neox);
 }
 
 TEST_CASE("HF llama checkpoint maps onto synth-k.gguf, with NEOX RoPE for unpermuted Q/K", "[hf]") {
