@@ -191,6 +191,8 @@ cp "$repo"/scripts/gpu/*.py "$out/scripts/gpu/"
 cp "$repo/scripts/make-llama8b-shaped.py" "$out/scripts/"
 cp "$shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja" "$out/shared/templates/"  # ChatML, for serve
 [[ -f "$shared/reference/prompts-stories.txt" ]] && cp "$shared/reference/prompts-stories.txt" "$out/shared/reference/"
+# llama.cpp's own spread per file: the reference checks read their bar from it.
+cp "$shared/reference/SPREAD.md" "$out/shared/reference/"
 
 # ---- models and references, most useful first, while they fit -------------------------------------
 # stories260K (F32, a real trained model) first: greedy placements and serve use it. Then one file of

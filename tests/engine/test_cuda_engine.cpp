@@ -1,6 +1,6 @@
 // The engine-level checks on CUDA (hidden tags, run by scripts/gpu-check.sh on a GPU machine):
-// the teacher-forced reference checks of every reference model on cuda0, held to the CPU's own
-// bounds (the acceptance bar is "no worse than the CPU"), and greedy tokens on cuda0, on two
+// the reference checks of every reference file on cuda0, held to the bar the CPU meets (llama.cpp's
+// own spread, reference_check.h), and greedy tokens on cuda0, on two
 // logical CUDA devices (DESKSIDE_CUDA_SPLIT=2) and on cuda0 + cpu equal to the CPU's. Where no
 // CUDA device exists they are skipped with a warning (a failure with DESKSIDE_REQUIRE_DEVICES).
 #include <catch2/catch.hpp>
@@ -29,12 +29,15 @@ const test::Placement kCudaPlacements[] = {
 
 }  // namespace
 
-TEST_CASE("cuda0: every reference model matches llama.cpp's logits within the CPU's bounds", "[engine][.cuda-reference]") {
+TEST_CASE("cuda0: every reference file is as close to llama.cpp as its own builds", "[engine][.cuda-reference]") {
     if (!test::device_or_skip("cuda0", "the CUDA reference-logit checks")) return;
-    for (const test::ReferenceModel& m : test::kReferenceModels) {
-        if (!present_or_warn(m.stem)) continue;
-        INFO(m.stem);
-        test::check_reference(m.stem, {"cuda0"}, m.cpu);
+    for (const char* stem : test::kReferenceFiles) {
+        if (!present_or_warn(stem)) continue;
+        try {
+            test::check_reference(stem, {"cuda0"});
+        } catch (const std::exception& e) {
+            FAIL_CHECK(stem << " on cuda0: " << e.what());
+        }
     }
 }
 

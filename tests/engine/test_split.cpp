@@ -2,7 +2,8 @@
 // are two devices with separate allocations: the residual stream crosses between them through
 // download + upload exactly as between GPUs, so "cpu,cpu" tests the split itself. The CPU
 // computes each row the same way on any instance, so split logits must equal one-device logits
-// bit for bit, and greedy runs must equal llama.cpp's reference tokens.
+// bit for bit, and greedy runs must equal llama.cpp's reference tokens (up to the first one whose
+// reference top-2 gap is below reference_check.h's kGreedyGap).
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
@@ -74,6 +75,25 @@ class CountingBackend : public backends::Backend {
     void set_rows(const backends::Tensor& s, const backends::Tensor& d, const backends::Tensor& rows) override {
         inner_.set_rows(s, d, rows);
     }
+    void moe_route(const backends::Tensor& l, const backends::MoeRouteParams& p, const backends::Tensor& ids,
+                   const backends::Tensor& w) override {
+        inner_.moe_route(l, p, ids, w);
+    }
+    void matmul_id(const backends::Tensor& w, int64_t n_expert, const backends::Tensor& x, const backends::Tensor& ids,
+                   const backends::Tensor& y) override {
+        inner_.matmul_id(w, n_expert, x, ids, y);
+    }
+    void add_id(const backends::Tensor& a, const backends::Tensor& b, const backends::Tensor& ids,
+                const backends::Tensor& y) override {
+        inner_.add_id(a, b, ids, y);
+    }
+    void moe_combine(const backends::Tensor& y, const backends::Tensor& w, const backends::Tensor& out) override {
+        inner_.moe_combine(y, w, out);
+    }
+    void swiglu_oai(const backends::Tensor& g, const backends::Tensor& u, float alpha, float limit,
+                    const backends::Tensor& y) override {
+        inner_.swiglu_oai(g, u, alpha, limit, y);
+    }
 
    private:
     backends::Backend& inner_;
@@ -132,7 +152,10 @@ TEST_CASE("greedy generation on cpu,cpu equals one cpu and llama.cpp", "[engine]
                 const std::vector<int32_t> expected = greedy(*one.model, seq, rc.prompt_tokens, rc.greedy_tokens.size());
                 const std::vector<int32_t> got = greedy(*split.model, seq, rc.prompt_tokens, rc.greedy_tokens.size());
                 CHECK(got == expected);
-                CHECK(got == rc.greedy_tokens);
+                // llama.cpp's tokens up to the first one its own builds may flip (reference_check.h, kGreedyGap).
+                const size_t required = test::greedy_required(ref, c);
+                CHECK(std::vector<int32_t>(got.begin(), got.begin() + required) ==
+                      std::vector<int32_t>(rc.greedy_tokens.begin(), rc.greedy_tokens.begin() + required));
                 one.model->truncate(seq, 0);
             }
         }
