@@ -22,6 +22,17 @@ TEST_CASE("vulkan0: stories260K is as close to llama.cpp as its own builds, both
         test::with_vulkan_variant(v, [] { test::check_reference("stories260K", {"vulkan0"}); });
 }
 
+// One file per new family's distinctive ops, in every run: gpt-oss's sinks, alternating sliding
+// window, biased experts with the clamped SwiGLU and MXFP4 weights; Qwen3-MoE's softmax-then-top-k
+// router; Phi-3's fused tensors and LongRoPE. `_exact` variants (lavapipe's default).
+TEST_CASE("vulkan0: one file of each new family is as close to llama.cpp as on the CPU",
+          "[engine][vulkan][reference]") {
+    test::with_vulkan_variant(test::kVulkanVariants[0], [] {
+        for (const char* stem : {"synth-gptoss-mxfp4_moe", "synth-qwen3moe-q8_0", "synth-phi3-q4_k_m"})
+            test::check_reference(stem, {"vulkan0"});
+    });
+}
+
 TEST_CASE("vulkan0 exact variants: every reference file is as close to llama.cpp as its own builds",
           "[engine][.vulkan-reference]") {
     test::with_vulkan_variant(test::kVulkanVariants[0], [] { test::check_reference_files({"vulkan0"}); });
