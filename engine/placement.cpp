@@ -27,7 +27,8 @@ bool is_expert_tensor(const std::string& name) {
 int64_t layer_of(const std::string& name) {
     if (name.rfind("blk.", 0) != 0) return -1;
     const size_t dot = name.find('.', 4);
-    if (dot == std::string::npos || dot == 4) return -1;
+    // More digits than an int64 holds is no layer either (and must not overflow).
+    if (dot == std::string::npos || dot == 4 || dot > 4 + 18) return -1;
     int64_t il = 0;
     for (size_t i = 4; i < dot; ++i) {
         if (name[i] < '0' || name[i] > '9') return -1;
@@ -116,6 +117,10 @@ MemoryNeeds memory_needs(const models::ModelInfo& info, const KvCacheConfig& cac
         n.output += token_embd;
         n.tied_head = token_embd;
     }
+    // The cache multiplies the file's head counts and sizes by the positions asked for: bounded
+    // (4 bytes per element is the widest cache type) before KvCache computes it.
+    checked_size({hp.n_head_kv, hp.head_dim + hp.head_dim_v, 4, cache.n_positions + cache.block_size, hp.n_layer},
+                 "the KV cache for " + std::to_string(cache.n_positions) + " positions");
     n.layer_kv = KvCache::layer_bytes(hp, cache);
     KvCacheConfig one = cache;
     one.block_size = 1;

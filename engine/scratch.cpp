@@ -1,11 +1,18 @@
 #include "engine/scratch.h"
 
+#include <stdexcept>
 #include <vector>
 
 namespace deskside::engine {
 namespace {
 
 constexpr size_t kAlign = 64;
+constexpr uint64_t kSizeLimit = uint64_t{1} << 62;
+
+[[noreturn]] void out_of_range(const std::string& what, const std::string& size) {
+    throw std::runtime_error(what + " is out of range (" + size +
+                             "): the model's hyper-parameters are not ones a real model has");
+}
 
 struct Slot {
     backends::Tensor Scratch::*tensor;
@@ -47,9 +54,31 @@ size_t slot_bytes(const Slot& s) {
 
 }  // namespace
 
+uint64_t checked_size(std::initializer_list<int64_t> factors, const std::string& what) {
+    uint64_t total = 1;
+    bool ok = true;
+    for (int64_t f : factors) {
+        if (f < 0 || (f > 0 && total > kSizeLimit / static_cast<uint64_t>(f))) ok = false;
+        if (ok) total *= static_cast<uint64_t>(f);
+    }
+    if (ok) return total;
+    std::string product;
+    for (int64_t f : factors) product += (product.empty() ? "" : " x ") + std::to_string(f);
+    out_of_range(what, product);
+}
+
 uint64_t Scratch::bytes(const models::Hparams& hp, int64_t n_batch, bool with_output) {
+    // The slots multiply hyper-parameters (n_head * head_dim by n_batch, k * n_batch, ...): each
+    // is bounded with the widest element (4 bytes) before its size is computed, and the running
+    // total kept under the limit, so no sum or product can wrap.
+    const std::string what = "the activation scratch for " + std::to_string(n_batch) + " tokens";
+    checked_size({hp.n_expert_used, n_batch}, what);
     uint64_t total = 0;
-    for (const Slot& s : slots(hp, n_batch, with_output)) total += slot_bytes(s);
+    for (const Slot& s : slots(hp, n_batch, with_output)) {
+        checked_size({s.ne0, s.ne1, 4}, what);
+        total += slot_bytes(s);
+        if (total > kSizeLimit) out_of_range(what, std::to_string(total) + " bytes");
+    }
     return total;
 }
 

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <string>
 
 #include "backends/backend.h"
 #include "models/model.h"
@@ -16,10 +18,15 @@ namespace deskside::engine {
 // Rows of logits computed per output matmul: bounds the scratch for large vocabularies.
 constexpr int64_t kLogitRowsPerPass = 32;
 
+// The product of sizes taken from a model's hyper-parameters (elements, bytes), checked: throws
+// std::runtime_error naming `what` and the factors when one is negative or the product passes
+// 2^62 bytes, so a hostile file gets an error instead of a wrapped size that seems to fit.
+uint64_t checked_size(std::initializer_list<int64_t> factors, const std::string& what);
+
 struct Scratch {
     // Allocates every slot on `backend`; the output slots only when `with_output`.
     Scratch(backends::Backend& backend, const models::Hparams& hp, int64_t n_batch, bool with_output);
-    // Bytes that allocation takes.
+    // Bytes that allocation takes; throws (checked_size) when the hyper-parameters make it absurd.
     static uint64_t bytes(const models::Hparams& hp, int64_t n_batch, bool with_output);
 
     std::unique_ptr<backends::Buffer> buffer;

@@ -7,6 +7,7 @@
 #include "models/family.h"
 #include "models/gguf.h"
 #include "models/hf_checkpoint.h"
+#include "models/hparams_check.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace deskside::models {
@@ -110,6 +111,7 @@ Hparams gguf_hparams(const GgufFile& f) {
     hp.n_expert = f.get_int(a + "expert_count", 0);
     hp.n_expert_used = f.get_int(a + "expert_used_count", 0);
     hp.n_ff_exp = f.get_int(a + "expert_feed_forward_length", 0);
+    hp.pooling_type = f.get_int(a + "pooling_type", -1);
     // The rest is the family's: its RoPE style, stated in its file, and what its files leave to
     // llama.cpp's defaults. An architecture no family describes keeps adjacent pairs (inspect
     // still shows it; loading it fails naming it).
@@ -165,10 +167,17 @@ ModelInfo load_gguf(const std::string& path, std::shared_ptr<const GgufFile> fil
 
 }  // namespace
 
+int64_t ModelInfo::embedding_rows() const {
+    const Tensor* emb = find("token_embd.weight");
+    return emb && emb->shape.size() == 2 ? emb->shape[1] : 0;
+}
+
 ModelInfo load_model(const std::string& path) {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return load_hf_checkpoint(path);
-    return load_gguf(path, std::make_shared<GgufFile>(GgufFile::open(path)));
+    ModelInfo info = std::filesystem::is_directory(path, ec) ? load_hf_checkpoint(path)
+                                                             : load_gguf(path, std::make_shared<GgufFile>(GgufFile::open(path)));
+    check_hparams(info, info.tokenizer.n_vocab);
+    return info;
 }
 
 ModelFile::ModelFile() = default;
@@ -182,11 +191,12 @@ ModelFile open_model_file(const std::string& path) {
     if (std::filesystem::is_directory(path, ec)) {
         out.info = load_hf_checkpoint(path);
         out.tokenizer = Tokenizer::from_hf_dir(path);
-        return out;
+    } else {
+        auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+        out.tokenizer = Tokenizer::from_gguf(*file);
+        out.info = load_gguf(path, std::move(file));
     }
-    auto file = std::make_shared<GgufFile>(GgufFile::open(path));
-    out.tokenizer = Tokenizer::from_gguf(*file);
-    out.info = load_gguf(path, std::move(file));
+    check_hparams(out.info, std::max<int64_t>(out.info.tokenizer.n_vocab, out.tokenizer ? out.tokenizer->n_vocab() : 0));
     return out;
 }
 

@@ -56,6 +56,8 @@ struct Hparams {
     int64_t sliding_window_pattern = 0;  // every Nth layer is global (layer % N == N-1); 0 = all SWA when window > 0
     std::vector<bool> swa_layers;   // per-layer flags where the file lists them (overrides the pattern)
     bool tied_embeddings = false;   // output head reuses token_embd.weight
+    // {arch}.pooling_type, llama.cpp's enum (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 absent.
+    int64_t pooling_type = -1;
     // RMS norm weights w are applied as (1 + w). Gemma checkpoints from Hugging Face store w this
     // way; llama.cpp's converter adds the 1 when it writes GGUF, so GGUF files leave this false.
     bool norm_weight_plus_one = false;
@@ -95,10 +97,14 @@ struct ModelInfo {
 
     const Tensor* find(const std::string& name) const;
     int64_t n_params() const;
+    // Rows of token_embd.weight (0 without one): the token ids the model can embed are below it.
+    // At load a vocabulary larger than this is refused (models/hparams_check.h).
+    int64_t embedding_rows() const;
 };
 
 // Loads a GGUF file or a Hugging Face checkpoint directory. Throws std::runtime_error (GgufError,
-// SafetensorsError, ...) naming the file and the field on anything malformed.
+// SafetensorsError, ...) naming the file and the field on anything malformed, hostile
+// hyper-parameters included (models/hparams_check.h).
 ModelInfo load_model(const std::string& path);
 
 class Tokenizer;

@@ -1,6 +1,12 @@
 // Streams an HTTP(S) URL into a partial file with libcurl: follows redirects, resumes an existing
 // partial with a Range request, hashes while writing, and reads the sha256 a server publishes
 // (Hugging Face sends it as X-Linked-ETag on the redirect for LFS files, or as the ETag).
+//
+// A resume continues the same file or none: the first response's ETag / Last-Modified, size and
+// published sha256 are kept beside the partial (PARTIAL.validators) and sent as If-Range; an answer
+// that cannot continue the partial (200 to the range, a Content-Range not starting at the offset
+// asked for, other validators) starts the download over from byte 0. The free disk space is
+// checked against Content-Length before the first byte is written.
 #pragma once
 
 #include <atomic>
@@ -30,11 +36,16 @@ struct DownloadResult {
     uint64_t size = 0;
     std::string sha256;                           // of the complete file
     std::optional<std::string> published_sha256;  // what the server said it should be
+    bool resumed = false;  // part of the file came from an earlier request (or an earlier run)
 };
 
 // Throws std::runtime_error naming the URL and the HTTP status or transfer error; the partial
 // file stays for the next attempt except when the server answered with an error status.
 DownloadResult download(const DownloadRequest& req);
+
+// Where the validators of a partial download are kept, and the removal of both.
+std::string validators_path(const std::string& partial_path);
+void remove_partial(const std::string& partial_path);
 
 // hf://ORG/REPO/PATH/FILE.gguf -> https://huggingface.co/ORG/REPO/resolve/main/PATH/FILE.gguf.
 // Throws std::invalid_argument for a malformed hf:// source.

@@ -92,17 +92,31 @@ Manifest pull_http(Store& store, const PullOptions& opts, const std::string& url
     req.cancel = opts.cancel;
     req.retries = opts.retries;
     req.label = file;
-    const DownloadResult got = download(req);
-    // A partial that fails its digest is useless for resuming: drop it.
-    try {
-        check_digest(url, got.sha256, got.published_sha256, "the server");
-        check_digest(url, got.sha256, opts.sha256, "--sha256");
-    } catch (...) {
-        fs::remove(partial);
-        throw;
+    const auto digest_error = [&](const DownloadResult& got) -> std::string {
+        try {
+            check_digest(url, got.sha256, got.published_sha256, "the server");
+            check_digest(url, got.sha256, opts.sha256, "--sha256");
+            return "";
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+    };
+    DownloadResult got = download(req);
+    std::string bad = digest_error(got);
+    // A partial that fails its digest is useless for resuming: drop it. A resumed one may have
+    // been continued from another file (a server that lies about ranges): one fresh download.
+    if (!bad.empty()) remove_partial(partial);
+    if (!bad.empty() && got.resumed) {
+        std::fprintf(stderr, "%s; downloading it again from the start\n", bad.c_str());
+        got = download(req);
+        bad = digest_error(got);
+        if (!bad.empty()) remove_partial(partial);
     }
+    if (!bad.empty()) throw std::runtime_error(bad);
     StagingGuard staging{store.make_staging_dir(name)};
     fs::rename(partial, fs::path(staging.dir) / file);
+    std::error_code ec;
+    fs::remove(validators_path(partial), ec);
     Manifest m = store.commit(staging.dir, name, file, opts.source, got.sha256, opts.force, false);
     staging.dir.clear();
     return m;
@@ -132,10 +146,18 @@ Manifest pull_pypi(Store& store, const PullOptions& opts, const std::string& pac
     return m;
 }
 
+// A local source as an absolute path without "." / ".." segments or a trailing '/'.
+fs::path local_path(const std::string& source) {
+    fs::path p = fs::absolute(source).lexically_normal();
+    if (p.filename().empty() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+    return p;
+}
+
 Manifest pull_local(Store& store, const PullOptions& opts, const std::string& name) {
-    const fs::path src = fs::absolute(opts.source).lexically_normal();
+    const fs::path src = local_path(opts.source);
     if (!fs::exists(src)) throw std::runtime_error(opts.source + ": no such file or directory");
     const std::string file = src.filename().string();
+    if (file.empty()) throw std::invalid_argument("'" + opts.source + "' names no file or directory to pull");
     StagingGuard staging{store.make_staging_dir(name)};
     const fs::path dst = fs::path(staging.dir) / file;
     std::optional<std::string> digest;
@@ -178,10 +200,12 @@ std::string default_name(const std::string& source) {
         base = base.substr(0, base.find_first_of("=<>!~[ "));
         static const std::regex kRange(R"((.+)-part\d+\.\.\d+)");
         if (std::smatch m; std::regex_match(base, m, kRange)) base = m[1];
-    } else {
+    } else if (classify_source(source, nullptr) == SourceKind::Http) {
         std::string path = source.substr(0, source.find_first_of("?#"));
         while (path.size() > 1 && path.back() == '/') path.pop_back();
         base = fs::path(path).filename().string();
+    } else {
+        base = local_path(source).filename().string();
     }
     if (base.size() > 5 && lower(base.substr(base.size() - 5)) == ".gguf") base.resize(base.size() - 5);
     return base;

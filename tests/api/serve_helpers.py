@@ -119,6 +119,23 @@ def has_device(name) -> bool:
     return any(d.get("name") == name and d.get("usable", False) for d in json.loads(out.stdout).get("devices", []))
 
 
+def skip_or_fail(reason, required):
+    """Skips, saying why; fails where the run must be complete (`required`: CI=true, as CI sets it,
+    DESKSIDE_REQUIRE_MODELS, or the device named in DESKSIDE_REQUIRE_DEVICES), as
+    tests/py/required.py does, so that a CI run cannot pass by skipping."""
+    if required:
+        pytest.fail(f"{reason} (a complete run is required here)")
+    pytest.skip(reason)
+
+
+def models_required() -> bool:
+    return os.environ.get("CI") == "true" or os.environ.get("DESKSIDE_REQUIRE_MODELS", "") not in ("", "0")
+
+
+def device_required(name) -> bool:
+    return name in [d.strip() for d in os.environ.get("DESKSIDE_REQUIRE_DEVICES", "").split(",")]
+
+
 def find_gemma():
     if not GEMMA_DIR.exists():
         return None

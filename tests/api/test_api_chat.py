@@ -1,7 +1,7 @@
 """/v1/chat/completions with a chat template given on the command line (stories260K has none)."""
 import pytest
 
-from serve_helpers import SHARED, STORIES, find_gemma
+from serve_helpers import SHARED, STORIES, find_gemma, models_required, skip_or_fail
 
 MSGS = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me about a cat."}]
 
@@ -68,7 +68,8 @@ def test_no_template_is_a_clear_400(start_server):
 def gemma(start_server):
     path = find_gemma()
     if path is None:
-        pytest.skip("gemma-3-270m not found under ~/.cache/deskside (scripts/fetch-gemma3-270m.sh fetches it)")
+        skip_or_fail("gemma-3-270m not found under ~/.cache/deskside (scripts/fetch-gemma3-270m.sh fetches it)",
+                     models_required())
     # This GGUF carries no chat template; Gemma 3 uses Gemma 2's turn format.
     return start_server(path, "--parallel", 4, "--ctx-size", 1024, "--chat-template",
                         str(SHARED / "templates" / "google-gemma-2-2b-it.jinja"))

@@ -1,12 +1,13 @@
 """`deskside serve --devices vulkan0` through the official openai client: a short part of the API
 suite that runs in every test run (lavapipe where no GPU exists), checked against llama.cpp's
 greedy outputs and against the same requests on the CPU server. The whole suite runs on a device
-with DESKSIDE_TEST_DEVICES=vulkan0 (serve_helpers.py). Skipped where no Vulkan device exists."""
+with DESKSIDE_TEST_DEVICES=vulkan0 (serve_helpers.py). Skipped where no Vulkan device exists, failed
+where DESKSIDE_REQUIRE_DEVICES names vulkan0 (CI)."""
 import concurrent.futures
 
 import pytest
 
-from serve_helpers import STORIES, TEMPLATE, has_device
+from serve_helpers import STORIES, TEMPLATE, device_required, has_device, skip_or_fail
 
 MSGS = [{"role": "system", "content": "You tell short stories."},
         {"role": "user", "content": "Tell me about a cat and a dog."}]
@@ -15,7 +16,8 @@ MSGS = [{"role": "system", "content": "You tell short stories."},
 @pytest.fixture(scope="module")
 def vk(start_server):
     if not has_device("vulkan0"):
-        pytest.skip("no usable vulkan0 device (deskside devices): the Vulkan API tests are skipped")
+        skip_or_fail("no usable vulkan0 device (deskside devices): the Vulkan API tests are skipped",
+                     device_required("vulkan0"))
     return start_server(STORIES, "--devices", "vulkan0", "--chat-template", TEMPLATE, "--parallel", 4,
                         "--ctx-size", 1024)
 

@@ -12,7 +12,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -29,6 +28,7 @@
 #include "models/tokenizer/tokenizer.h"
 #include "reference_check.h"
 #include "support/mirror_backend.h"
+#include "support/required.h"
 
 namespace deskside::engine {
 namespace {
@@ -119,14 +119,6 @@ void check_exact(const backends::DeviceInfo& device, const std::string& label, c
     check_exact_kinds(device, mirror);
 }
 
-// The real Gemma 3 270M (as test_vulkan_generation.cpp finds it); "" when absent.
-std::string gemma3_270m_path() {
-    if (const char* env = std::getenv("DESKSIDE_GEMMA3_270M"); env && *env) return env;
-    const char* home = std::getenv("HOME");
-    const std::string path = std::string(home ? home : "") + "/.cache/deskside/models/gemma-3-270m-q4_k_m.gguf";
-    return std::filesystem::exists(path) ? path : "";
-}
-
 // The devices under test of one API family: Vulkan ones (`vulkan` true) or every other one.
 std::vector<backends::DeviceInfo> mirrored_devices(bool vulkan) {
     std::vector<backends::DeviceInfo> out;
@@ -180,11 +172,8 @@ TEST_CASE("vulkan devices: the exact op kinds give the CPU's bytes on the models
             check_exact(d, stem, test::shared_path("models/" + std::string(stem) + ".gguf"),
                         ref.cases.at(0).prompt_tokens, ref.cases.at(0).greedy_tokens.at(0));
         }
-        const std::string gemma = gemma3_270m_path();
-        if (gemma.empty()) {
-            WARN("gemma-3-270m-q4_k_m.gguf is not in ~/.cache/deskside/models: its part is skipped");
-            continue;
-        }
+        const std::string gemma = test::gemma3_270m_path();
+        if (!test::model_or_skip(gemma, "the Gemma 3 part of this check", test::kFetchGemma)) continue;
         const std::vector<int32_t> prompt =
             models::Tokenizer::load(gemma)->encode("The capital of France is", true, false);
         check_exact(d, "gemma3-270m", gemma, prompt, prompt.back());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/placement.h"
+#include "engine/scratch.h"
 #include "models/model.h"
 #include "support/paths.h"
 
@@ -221,6 +222,25 @@ TEST_CASE("memory needs of a real model follow its tensor table and cache settin
     models::ModelInfo vocab_only = info;
     vocab_only.hparams.n_layer = 0;
     CHECK_THROWS_WITH(memory_needs(vocab_only, cache, 64), Catch::Contains("no layers to place"));
+}
+
+TEST_CASE("sizes computed from absurd hyper-parameters are an error, not a wrapped product", "[engine][placement]") {
+    // Past the load-time checks (models/hparams_check.h) only by building the description by hand:
+    // the size arithmetic itself must still refuse rather than wrap.
+    const models::ModelInfo info = models::load_model(test::shared_path("models/stories260K.gguf"));
+    KvCacheConfig cache;
+    models::ModelInfo wide = info;
+    wide.hparams.n_head = wide.hparams.n_head_kv = int64_t{1} << 24;
+    wide.hparams.head_dim = wide.hparams.head_dim_v = int64_t{1} << 24;
+    CHECK_THROWS_WITH(memory_needs(wide, cache, 512), Catch::Contains("KV cache") && Catch::Contains("out of range"));
+    CHECK_THROWS_WITH(Scratch::bytes(wide.hparams, 1 << 16, true),
+                      Catch::Contains("activation scratch for 65536 tokens") && Catch::Contains("out of range"));
+    models::Hparams experts = info.hparams;
+    experts.n_expert = 1 << 16;
+    experts.n_expert_used = int64_t{1} << 40;
+    CHECK_THROWS_WITH(Scratch::bytes(experts, int64_t{1} << 30, false), Catch::Contains("out of range"));
+    CHECK(checked_size({3, 5, 7}, "x") == 105);
+    CHECK_THROWS_WITH(checked_size({-1, 2}, "a size"), Catch::Contains("a size is out of range (-1 x 2)"));
 }
 
 }  // namespace deskside::engine

@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -18,6 +17,7 @@
 #include "backends/devices.h"
 #include "models/tokenizer/tokenizer.h"
 #include "reference_check.h"
+#include "support/required.h"
 #include "support/scoped_env.h"
 
 namespace deskside::engine {
@@ -87,15 +87,6 @@ TEST_CASE("greedy tokens on Vulkan placements equal the CPU's: synth-k", "[engin
 
 namespace {
 
-// The real Gemma 3 270M (Q4_K_M), where scripts/fetch-gemma3-270m.sh puts it (or
-// $DESKSIDE_GEMMA3_270M, as tests/py/test_chat.py reads it); "" when absent.
-std::string gemma3_270m_path() {
-    if (const char* env = std::getenv("DESKSIDE_GEMMA3_270M"); env && *env) return env;
-    const char* home = std::getenv("HOME");
-    const std::string path = std::string(home ? home : "") + "/.cache/deskside/models/gemma-3-270m-q4_k_m.gguf";
-    return std::filesystem::exists(path) ? path : "";
-}
-
 struct GreedyTrace {
     std::vector<int32_t> tokens;
     std::vector<std::vector<float>> rows;  // the logits each token was picked from
@@ -128,11 +119,8 @@ std::string top_logits(const std::vector<float>& row, size_t k) {
 }  // namespace
 
 TEST_CASE("gemma3-270m generates the CPU's first 32 greedy tokens on vulkan0", "[engine][.vulkan-gemma3]") {
-    const std::string path = gemma3_270m_path();
-    if (path.empty()) {
-        WARN("gemma-3-270m-q4_k_m.gguf is not in ~/.cache/deskside/models (scripts/fetch-gemma3-270m.sh): skipped");
-        return;
-    }
+    const std::string path = test::gemma3_270m_path();
+    if (!test::model_or_skip(path, "the Gemma 3 270M Vulkan test", test::kFetchGemma)) return;
     if (!test::device_or_skip("vulkan0", "the Gemma 3 270M Vulkan test") || !exact_or_skip()) return;
     constexpr size_t kTokens = 32;
     const std::unique_ptr<models::Tokenizer> tokenizer = models::Tokenizer::load(path);

@@ -1,5 +1,6 @@
 // GGUF reader and writer against llama.cpp's own files under ../shared/models.
 #include <algorithm>
+#include <cmath>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -373,4 +374,118 @@ TEST_CASE("deskside inspect exits cleanly when header fields are corrupted", "[g
     write_file(path, bytes.data(), bytes.size());
     CHECK_THAT(run_deskside({"inspect", path}).err, Catch::Contains("version 9"));
     fs::remove(path);
+}
+
+namespace {
+
+// stories260K with metadata entries replaced (or added), written to a temporary file.
+std::string stories_with(const std::string& name, const std::vector<std::pair<std::string, GgufValue>>& changes) {
+    const GgufFile f = GgufFile::open(shared_path("models/stories260K.gguf"));
+    GgufWriter w = copy_of(f);
+    for (const auto& [key, value] : changes) w.set(key, value);
+    const std::string path = temp_path(name + ".gguf");
+    w.write(path);
+    return path;
+}
+
+// The tokenizer arrays of stories260K grown by `extra` tokens, as a consistent vocabulary.
+std::vector<std::pair<std::string, GgufValue>> larger_vocabulary(size_t extra) {
+    const GgufFile f = GgufFile::open(shared_path("models/stories260K.gguf"));
+    std::vector<std::pair<std::string, GgufValue>> out;
+    for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
+        GgufValue v = *f.find(key);
+        auto& items = std::get<deskside::models::GgufArray>(v.value).items;
+        for (size_t i = 0; i < extra; ++i) {
+            GgufValue item = items.back();
+            if (item.type == GgufType::STRING) item.value = "<extra" + std::to_string(i) + ">";
+            items.push_back(item);
+        }
+        out.emplace_back(key, v);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("hostile hyper-parameters are refused at load, naming the field and the file", "[gguf][robustness]") {
+    const auto u32 = [](uint64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+    const auto per_layer = [](std::vector<uint32_t> values) {
+        std::vector<GgufValue> items;
+        for (uint32_t v : values) items.push_back(GgufValue::u32(v));
+        return GgufValue::array(GgufType::U32, items);
+    };
+    struct Case {
+        std::string key;
+        GgufValue value;
+        std::string names;  // the message must contain this
+    };
+    const std::vector<Case> cases = {
+        {"llama.block_count", u32(0), "llama.block_count"},
+        {"llama.block_count", u32(0xFFFFFFFF), "llama.block_count"},
+        {"llama.block_count", u32(4), "llama.block_count"},  // blk.4.* exists
+        {"llama.block_count", u32(6), "llama.block_count"},  // no blk.5.*
+        {"llama.embedding_length", u32(0), "llama.embedding_length"},
+        {"llama.embedding_length", u32(65), "llama.embedding_length"},
+        {"llama.embedding_length", u32(0x80000000u), "llama.embedding_length"},
+        {"llama.attention.head_count", u32(0), "llama.attention.head_count"},
+        {"llama.attention.head_count", u32(16), "llama.rope.dimension_count"},  // head size 4 < 8 rotated
+        {"llama.attention.head_count_kv", u32(0), "llama.attention.head_count_kv"},
+        {"llama.attention.head_count_kv", u32(3), "llama.attention.head_count_kv"},
+        {"llama.attention.head_count_kv", u32(16), "llama.attention.head_count_kv"},
+        {"llama.attention.head_count_kv", per_layer({4, 4}), "llama.attention.head_count_kv"},
+        {"llama.attention.key_length", u32(1 << 24), "llama.attention.key_length"},
+        {"llama.attention.key_length", u32(0), "llama.attention.key_length"},
+        {"llama.feed_forward_length", GgufValue::u64(uint64_t{1} << 40), "llama.feed_forward_length"},
+        {"llama.feed_forward_length", u32(173), "llama.feed_forward_length"},
+        {"llama.context_length", u32(0), "llama.context_length"},
+        {"llama.expert_count", u32(1 << 20), "llama.expert_count"},
+        {"llama.expert_used_count", u32(5), "llama.expert_used_count"},
+        {"llama.rope.dimension_count", u32(7), "llama.rope.dimension_count"},
+        {"llama.attention.layer_norm_rms_epsilon", GgufValue::f32(std::nanf("")),
+         "llama.attention.layer_norm_rms_epsilon"},
+        {"llama.rope.freq_base", GgufValue::f32(0), "llama.rope.freq_base"},
+        {"llama.rope.freq_base", GgufValue::f32(-1), "llama.rope.freq_base"},
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i];
+        INFO(c.key << " = " << c.value.summary());
+        const std::string path = stories_with("hostile-" + std::to_string(i), {{c.key, c.value}});
+        CHECK_THROWS_WITH(deskside::models::load_model(path), Catch::Contains(c.names) && Catch::Contains(path));
+        fs::remove(path);
+    }
+    // Experts used beyond the experts there are.
+    const std::string moe =
+        stories_with("hostile-experts", {{"llama.expert_count", u32(8)}, {"llama.expert_used_count", u32(9)}});
+    CHECK_THROWS_WITH(deskside::models::load_model(moe), Catch::Contains("llama.expert_used_count"));
+    fs::remove(moe);
+}
+
+TEST_CASE("a vocabulary larger than the embedding table is refused at load", "[gguf][robustness]") {
+    const std::string path = stories_with("vocab-600", larger_vocabulary(88));
+    CHECK_THROWS_WITH(deskside::models::load_model(path),
+                      Catch::Contains("600 tokens") && Catch::Contains("token_embd.weight") &&
+                          Catch::Contains("512 rows"));
+    const auto r = run_deskside({"generate", "-m", path, "-p", "hi", "-n", "2"});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("token_embd.weight"));
+    fs::remove(path);
+    const deskside::models::ModelInfo ok = deskside::models::load_model(shared_path("models/stories260K.gguf"));
+    CHECK(ok.embedding_rows() == 512);
+}
+
+TEST_CASE("deskside names the field of a hostile block_count instead of a usage error or bad_alloc",
+          "[gguf][cli][robustness]") {
+    for (uint32_t n : {0u, 0xFFFFFFFFu}) {
+        INFO(n);
+        const std::string path =
+            stories_with("blocks-" + std::to_string(n), {{"llama.block_count", GgufValue::u32(n)}});
+        for (const std::vector<std::string>& args :
+             {std::vector<std::string>{"generate", "-m", path, "-p", "hi", "-n", "2"}, {"inspect", path}}) {
+            const auto r = run_deskside(args);
+            CHECK(r.exit_code == 1);
+            CHECK_THAT(r.err, Catch::Contains("llama.block_count") && Catch::Contains(path));
+            CHECK_THAT(r.err, !Catch::Contains("--help") && !Catch::Contains("bad_alloc"));
+        }
+        fs::remove(path);
+    }
 }

@@ -4,7 +4,8 @@ chat holds a conversation).
 
 stories260K (tiny, fast, no chat template: the built-in plain format) and a synthetic random
 model (never ends its answer by itself, so Ctrl-C always lands mid-answer) run everywhere; the
-Gemma tests skip unless scripts/fetch-gemma3-270m.sh has put the model in the cache.
+Gemma tests skip unless scripts/fetch-gemma3-270m.sh has put the model in the cache (and fail
+without it in CI: required.py).
 """
 import os
 import pathlib
@@ -14,6 +15,8 @@ import subprocess
 
 import pexpect
 import pytest
+
+from required import skip_or_fail
 
 GEMMA = pathlib.Path(
     os.environ.get("DESKSIDE_GEMMA3_270M",
@@ -127,8 +130,13 @@ def test_chat_template_file_overrides(deskside_bin, shared, tmp_path):
     exit_chat(child)
 
 
-gemma = pytest.mark.skipif(not GEMMA.exists(),
-                           reason=f"{GEMMA} is absent: run scripts/fetch-gemma3-270m.sh to fetch it")
+@pytest.fixture
+def gemma_present():
+    if not GEMMA.exists():
+        skip_or_fail(f"{GEMMA} is absent: run scripts/fetch-gemma3-270m.sh to fetch it")
+
+
+gemma = pytest.mark.usefixtures("gemma_present")
 
 # Common English function words: gibberish or broken weights do not produce several of them.
 COMMON_WORDS = {"the", "a", "an", "of", "and", "to", "in", "is", "it", "that", "for", "on", "with", "as",

