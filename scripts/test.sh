@@ -2,7 +2,7 @@
 # Builds deskside with AddressSanitizer + UndefinedBehaviorSanitizer and runs every test:
 # the libFuzzer target for a bounded time, the Catch2 unit tests (ctest), then the Python suites
 # (pytest). Exits non-zero on any failure. This is the README's test command and what CI runs.
-#   FUZZ_SECONDS=60 (0 skips fuzzing)
+#   FUZZ_SECONDS=60 (split between the fuzz targets; 0 skips fuzzing)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +25,9 @@ export DESKSIDE_SANITIZED=1  # tests that measure memory skip themselves (ASan's
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 [ "${CI:-}" != true ] || export DESKSIDE_REQUIRE_DEVICES="${DESKSIDE_REQUIRE_DEVICES:-vulkan0}"  # CI has lavapipe
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 1500) || status=1
+scripts/fuzz-models.sh "$build" --quick || status=1  # broken model files through inspect/generate (~2 min)
 
-DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py tests/api
+DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py tests/api tests/security
 rc=$?
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
 [ $rc -eq 0 ] || status=1

@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <netinet/in.h>
+#include <set>
 
 namespace deskside::server {
 namespace {
@@ -39,7 +41,23 @@ bool matches(int fd, int local_port, const std::string& remote_addr, int remote_
     return numeric_address(peer, peer_len, host, port) && port == remote_port && host == remote_addr;
 }
 
+std::mutex http10_mutex;
+std::set<int> http10_fds;
+
+bool is_http10(int fd) {
+    std::lock_guard lock(http10_mutex);
+    return http10_fds.count(fd) != 0;
+}
+
 }  // namespace
+
+void ConnectionWatch::set_http10(int fd, bool http10) {
+    std::lock_guard lock(http10_mutex);
+    if (http10)
+        http10_fds.insert(fd);
+    else
+        http10_fds.erase(fd);
+}
 
 std::optional<ConnectionWatch> ConnectionWatch::find(int local_port, const std::string& remote_addr, int remote_port) {
     if (local_port <= 0 || remote_port <= 0) return std::nullopt;
@@ -62,14 +80,24 @@ std::optional<ConnectionWatch> ConnectionWatch::find(int local_port, const std::
 bool ConnectionWatch::peer_closed() const {
     pollfd p{fd_, POLLIN | POLLRDHUP, 0};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
-    if (p.revents & POLLIN) {
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;  // reset, or shut down both ways
+    bool fin = p.revents & POLLRDHUP;
+    if (!fin && (p.revents & POLLIN)) {
         // Readable: either unread data (not a close) or end of stream (recv gives 0).
         char c;
         const ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+        fin = n == 0;
     }
-    return false;
+    if (!fin) return false;
+    if (is_http10(fd_)) return true;
+    if (!probed_) {
+        probed_ = true;
+        static const char kProbe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        const ssize_t n = send(fd_, kProbe, sizeof kProbe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+    return false;  // half-closed: the probe was taken
 }
 
 }  // namespace deskside::server

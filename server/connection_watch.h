@@ -6,6 +6,12 @@
 // connection's addresses. A TCP connection is unique by its address pair, so the handler finds
 // its socket among the process's descriptors by those addresses and watches it for the peer's
 // FIN or a reset.
+//
+// A FIN alone does not say the client is gone: one that shuts down only its sending side after the
+// request (`nc -N`, scripts) still waits for the response. On the first FIN the watch sends an
+// interim "HTTP/1.1 100 Continue", which every HTTP/1.1 client must read past (RFC 9110 15.2): a
+// socket the client closed answers it with a reset, a half-closed one takes it. HTTP/1.0 clients
+// must not get interim responses, so for them a FIN stays a close (the transport marks them).
 #pragma once
 
 #include <optional>
@@ -20,15 +26,19 @@ class ConnectionWatch {
     static std::optional<ConnectionWatch> find(int local_port, const std::string& remote_addr, int remote_port);
 
     // True once the peer has closed or reset the connection. Data the peer sent and nobody read
-    // yet (a pipelined request) is not a close. A client that only shuts down its sending side
-    // counts as gone: HTTP clients do not half-close while waiting for a response.
+    // yet (a pipelined request) is not a close, nor is a half-close of an HTTP/1.1 client (after
+    // the probe above, so a closed peer is seen one check later).
     bool peer_closed() const;
 
     int fd() const { return fd_; }
 
+    // Marks the socket as carrying an HTTP/1.0 request (no probe), or clears the mark.
+    static void set_http10(int fd, bool http10);
+
    private:
     explicit ConnectionWatch(int fd) : fd_(fd) {}
-    int fd_;  // not owned: httplib closes it after the handler returns
+    int fd_;  // not owned: the transport closes it after the response
+    mutable bool probed_ = false;
 };
 
 }  // namespace deskside::server

@@ -39,9 +39,33 @@ void gauge(std::ostringstream& out, const std::string& name, const std::string& 
 
 Metrics::Metrics() : time_to_first_token(kLatencyBounds), inter_token_latency(kLatencyBounds) {}
 
-void Metrics::count_request(const std::string& route, int status) {
+void Metrics::add_route(const std::string& route) {
     std::lock_guard lock(mutex_);
-    ++requests_[{route, status}];
+    routes_.insert(route);
+}
+
+std::string Metrics::route_label(const std::string& route) const {
+    std::lock_guard lock(mutex_);
+    return routes_.count(route) ? route : "other";
+}
+
+void Metrics::count_request(const std::string& route, int status) {
+    // Status codes come from the server, never from the client, so they are a small set.
+    std::string label = route_label(route);
+    std::lock_guard lock(mutex_);
+    ++requests_[{std::move(label), status}];
+}
+
+std::string escape_label_value(const std::string& value) {
+    std::string out;
+    for (const char c : value) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
+    }
+    return out;
 }
 
 std::string Metrics::render() const {
@@ -51,13 +75,16 @@ std::string Metrics::render() const {
     {
         std::lock_guard lock(mutex_);
         for (const auto& [key, n] : requests_)
-            out << "deskside_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
+            out << "deskside_requests_total{route=\"" << escape_label_value(key.first) << "\",status=\"" << key.second
+                << "\"} " << n << "\n";
     }
     gauge(out, "deskside_prompt_tokens_total", "prompt tokens received", "counter", static_cast<int64_t>(prompt_tokens));
     gauge(out, "deskside_prompt_tokens_cached_total", "prompt tokens taken from cached KV blocks", "counter",
           static_cast<int64_t>(cached_prompt_tokens));
     gauge(out, "deskside_generated_tokens_total", "tokens generated", "counter", static_cast<int64_t>(generated_tokens));
-    gauge(out, "deskside_queue_depth", "sequences waiting for a slot", "gauge", queue_depth);
+    gauge(out, "deskside_preemptions_total", "sequences whose KV blocks were taken back to be recomputed later",
+          "counter", static_cast<int64_t>(preemptions));
+    gauge(out, "deskside_queue_depth", "sequences waiting for KV cache blocks or a running place", "gauge", queue_depth);
     gauge(out, "deskside_running_sequences", "sequences being prefilled or generated", "gauge", running_sequences);
     gauge(out, "deskside_kv_cache_blocks_used", "KV cache blocks holding positions (running and cached prefixes)", "gauge",
           kv_blocks_used);

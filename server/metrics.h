@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "engine/engine_loop.h"
 
 namespace deskside::server {
 
@@ -28,26 +31,31 @@ class Histogram {
     uint64_t count_ = 0;
 };
 
-class Metrics {
+// The engine loop's counters (engine::LoopStats) plus the request counts and latency histograms.
+class Metrics : public engine::LoopStats {
    public:
     Metrics();
 
+    // Routes are counted under their template (registered with add_route); anything else under
+    // "other", so a client cannot create series.
+    void add_route(const std::string& route);
     void count_request(const std::string& route, int status);
-    std::atomic<uint64_t> prompt_tokens{0};
-    std::atomic<uint64_t> cached_prompt_tokens{0};
-    std::atomic<uint64_t> generated_tokens{0};
-    std::atomic<int64_t> queue_depth{0};
-    std::atomic<int64_t> running_sequences{0};
-    std::atomic<int64_t> kv_blocks_used{0};
-    std::atomic<int64_t> kv_blocks_total{0};
     Histogram time_to_first_token;
     Histogram inter_token_latency;
+    void observe_first_token(double seconds) override { time_to_first_token.observe(seconds); }
+    void observe_inter_token(double seconds) override { inter_token_latency.observe(seconds); }
 
     std::string render() const;
 
    private:
+    std::string route_label(const std::string& route) const;
     mutable std::mutex mutex_;
+    std::set<std::string> routes_;
     std::map<std::pair<std::string, int>, uint64_t> requests_;
 };
+
+// A label value escaped for the text exposition format: backslash, double quote and newline.
+// ref: https://prometheus.io/docs/instrumenting/exposition_formats/ (text format, "label_value")
+std::string escape_label_value(const std::string& value);
 
 }  // namespace deskside::server

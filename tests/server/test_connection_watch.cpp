@@ -1,5 +1,6 @@
 // ConnectionWatch on real loopback TCP connections: it finds the accepted socket by the
-// addresses httplib reports, and tells a closed or reset peer from an idle or talkative one.
+// addresses httplib reports, and tells a closed or reset peer from an idle, talkative or
+// half-closed one.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -86,6 +87,28 @@ TEST_CASE("connection watch: a peer that closes is seen", "[server]") {
     close(c.client);
     c.client = -1;
     CHECK(becomes_closed(*w));
+}
+
+TEST_CASE("connection watch: a peer that only half-closes is still there, and gets the probe", "[server]") {
+    Connection c;
+    const auto w = c.watch();
+    REQUIRE(w);
+    REQUIRE(shutdown(c.client, SHUT_WR) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 5; ++i) CHECK_FALSE(w->peer_closed());
+    char buf[64] = {};
+    CHECK(recv(c.client, buf, sizeof buf - 1, 0) == 25);
+    CHECK(std::string(buf) == "HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+TEST_CASE("connection watch: for HTTP/1.0 a half-close is a close (no interim responses)", "[server]") {
+    Connection c;
+    const auto w = c.watch();
+    REQUIRE(w);
+    ConnectionWatch::set_http10(c.server, true);
+    REQUIRE(shutdown(c.client, SHUT_WR) == 0);
+    CHECK(becomes_closed(*w));
+    ConnectionWatch::set_http10(c.server, false);
 }
 
 }  // namespace deskside::server
