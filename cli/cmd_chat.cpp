@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "engine/engine_loop.h"
 #include "engine/sampler.h"
 #include "models/builtin_templates.h"
 #include "models/chat_template/chat_template.h"
@@ -138,16 +140,27 @@ struct TurnStats {
     std::string finish;  // "end of turn", "length", "interrupted", "context full"
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// One conversation at a time, as long as the context.
+engine::EngineLoopOptions loop_options(const FlagsModel& m) {
+    engine::EngineLoopOptions o;
+    o.max_running = 1;
+    o.max_queue = 1;
+    o.n_ctx = m.n_positions;
+    return o;
 }
 
-// The conversation and what the KV cache (sequence 0) holds of it.
+// The conversation, answered on the generation loop: each turn's prompt is the whole
+// conversation, and the loop reuses the KV blocks of the prefix it computed the turn before.
 class ChatSession {
    public:
     ChatSession(FlagsModel& m, models::ChatTemplate tmpl, std::vector<std::string> stop, engine::SamplerParams sampling,
                 int64_t max_tokens)
-        : m_(m), tmpl_(std::move(tmpl)), stop_(std::move(stop)), sampling_(sampling), max_tokens_(max_tokens) {
+        : m_(m),
+          tmpl_(std::move(tmpl)),
+          stop_(std::move(stop)),
+          sampling_(sampling),
+          max_tokens_(max_tokens),
+          loop_(*m.model, *m.tokenizer, loop_options(m)) {
         const models::Tokenizer& tok = *m_.tokenizer;
         if (tok.bos()) bos_text_ = tok.token_text(*tok.bos());
         if (tok.eos()) eos_text_ = tok.token_text(*tok.eos());
@@ -162,73 +175,46 @@ class ChatSession {
             throw std::length_error("the conversation is " + std::to_string(prompt.size()) +
                                     " tokens and the context holds " + std::to_string(m_.n_positions) +
                                     " (--ctx-size); /reset to start over");
+        engine::JobSpec job;
+        job.prompt = prompt;
+        job.max_tokens = max_tokens_;
+        job.sampling = sampling_;
+        job.stop = stop_;
+
         TurnStats st;
-        // Keep the cached prefix; at least the last prompt token is decoded again for its logits.
-        size_t keep = 0;
-        while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
-        if (keep == prompt.size()) --keep;
-        m_.model->truncate(0, static_cast<int64_t>(keep));
-        cached_.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(keep));
-        st.prompt_reused = keep;
-        st.prompt_new = prompt.size() - keep;
-
-        engine::Sampler sampler(sampling_, m_.model->n_vocab());
-        for (int32_t t : prompt) sampler.accept(t);
-        auto t0 = std::chrono::steady_clock::now();
-        std::vector<engine::BatchToken> batch;
-        for (size_t i = keep; i < prompt.size(); ++i)
-            batch.push_back({0, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
-        std::span<const float> logits = m_.model->decode(batch);
-        cached_ = prompt;
-        st.prompt_seconds = seconds_since(t0);
-
-        size_t longest_stop = 0;
-        for (const std::string& s : stop_) longest_stop = std::max(longest_stop, s.size());
-        models::StreamDecoder stream(*m_.tokenizer);
         std::string text;
-        size_t shown = 0;
-        t0 = std::chrono::steady_clock::now();
-        st.finish = "length";
-        bool cut = false;
-        while (max_tokens_ < 0 || static_cast<int64_t>(st.generated) < max_tokens_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::optional<std::chrono::steady_clock::time_point> first;
+        const std::shared_ptr<engine::RequestStream> stream = loop_.submit({std::move(job)});
+        st.finish = "interrupted";
+        for (;;) {
             if (g_interrupted) {
-                st.finish = "interrupted";
+                stream->stop(0);  // as a stop string would: the answer so far stays, and its KV
                 break;
             }
-            const int32_t next = sampler.sample(logits);
-            if (m_.tokenizer->is_eog(next)) {
+            std::optional<engine::JobEvent> e = stream->pop(std::chrono::milliseconds(50));
+            if (!e) continue;
+            if (!first && (!e->tokens.empty() || e->done)) first = std::chrono::steady_clock::now();
+            st.generated += e->tokens.size();
+            text += e->text;
+            print_out(e->text);
+            if (!e->done) continue;
+            if (e->finish_reason == "error") throw std::runtime_error("generation failed: " + e->error);
+            st.prompt_reused = static_cast<size_t>(e->cached_tokens);
+            if (e->finish_reason == "stop")
                 st.finish = "end of turn";
-                break;
-            }
-            sampler.accept(next);
-            ++st.generated;
-            text += stream.push(next);
-            for (const std::string& s : stop_) {
-                const size_t at = text.find(s, shown > s.size() ? shown - s.size() : 0);
-                if (at != std::string::npos) {
-                    text.resize(at);
-                    cut = true;
-                }
-            }
-            if (cut) {
-                st.finish = "end of turn";
-                break;
-            }
-            const size_t ready = text.size() > longest_stop ? text.size() - longest_stop : 0;
-            if (ready > shown) print_out(std::string_view(text).substr(shown, ready - shown));
-            shown = std::max(shown, ready);
-            if (static_cast<int64_t>(cached_.size()) >= m_.n_positions) {
+            else if (max_tokens_ >= 0 && static_cast<int64_t>(st.generated) >= max_tokens_)
+                st.finish = "length";
+            else
                 st.finish = "context full";
-                break;
-            }
-            const engine::BatchToken t{0, next, static_cast<int32_t>(cached_.size()), true};
-            logits = m_.model->decode(std::span(&t, 1));
-            cached_.push_back(next);
+            break;
         }
-        if (!cut) text += stream.flush();
-        if (text.size() > shown) print_out(std::string_view(text).substr(shown));
+        const auto t1 = std::chrono::steady_clock::now();
+        if (!first) first = t1;
+        st.prompt_new = prompt.size() - std::min(prompt.size(), st.prompt_reused);
+        st.prompt_seconds = std::chrono::duration<double>(*first - t0).count();
+        st.generation_seconds = std::chrono::duration<double>(t1 - *first).count();
         print_out("\n");
-        st.generation_seconds = seconds_since(t0);
         // Stored without the leading space the model writes after "Assistant:"-style prompts, as
         // the template adds its own separator.
         const size_t start = text.find_first_not_of(" \t\n");
@@ -275,8 +261,8 @@ class ChatSession {
     engine::SamplerParams sampling_;
     int64_t max_tokens_;
     std::string bos_text_, eos_text_;
+    engine::EngineLoop loop_;
     ordered_json messages_ = ordered_json::array();
-    std::vector<int32_t> cached_;
     bool folded_warned_ = false;
 };
 

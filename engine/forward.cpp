@@ -5,7 +5,7 @@
 //   per layer: h = norm(x); q, k, v = W h (+ b); (q, k per-head norms); rope(q, k);
 //              k, v -> cache; a = attention(q, cache); o = Wo a (post norm); x += o
 //              h = norm(x); f = act(Wg h) * (Wu h); o = Wd f (post norm); x += o
-//   logits = Wout norm(x) for the tokens that want them.
+//   logits = Wout norm(x) for the tokens that want them (or norm(x) itself: Model::embed).
 // The final layer computes K and V for every token (later steps attend to them) but the rest
 // (q, attention, Wo, the FFN) only for the tokens that want logits, as llama.cpp does: a prompt
 // chunk wants one row, so that is 1/n_layer of a prompt's work saved. Ops compute each row the
@@ -156,17 +156,21 @@ void Model::validate(std::span<const BatchToken> batch) const {
     }
 }
 
-std::span<const float> Model::decode(std::span<const BatchToken> batch) {
+std::span<const float> Model::decode(std::span<const BatchToken> batch) { return run(batch, Output::Logits); }
+
+std::span<const float> Model::embed(std::span<const BatchToken> batch) { return run(batch, Output::Hidden); }
+
+std::span<const float> Model::run(std::span<const BatchToken> batch, Output output) {
     validate(batch);
     logits_.clear();
     for (size_t first = 0; first < batch.size(); first += options_.n_batch) {
         const size_t n = std::min<size_t>(options_.n_batch, batch.size() - first);
-        step(batch.subspan(first, n));
+        step(batch.subspan(first, n), output);
     }
     return logits_;
 }
 
-void Model::step(std::span<const BatchToken> batch) {
+void Model::step(std::span<const BatchToken> batch, Output output) {
     const models::Hparams& hp = info_.hparams;
     const int64_t n = static_cast<int64_t>(batch.size());
     for (const BatchToken& t : batch) cache_.reserve(t.seq, t.pos + 1);
@@ -203,10 +207,12 @@ void Model::step(std::span<const BatchToken> batch) {
         const Tensor sel = s.sel.rows(0, m);
         const Tensor logits = s.logits.rows(0, m);
         be.rms_norm(s.x.rows(first_row, m), weights_.get(Role::OutputNorm), eps, sel);
-        be.matmul(weights_.get(Role::Output), sel, logits);
-        const size_t old = logits_.size();
-        logits_.resize(old + m * hp.n_vocab);
-        be.download(*logits.buffer, logits.offset, logits_.data() + old, m * hp.n_vocab * sizeof(float));
+        const bool hidden = output == Output::Hidden;
+        if (!hidden) be.matmul(weights_.get(Role::Output), sel, logits);
+        const Tensor& out = hidden ? sel : logits;
+        const size_t old = logits_.size(), count = static_cast<size_t>(m * out.ne0);
+        logits_.resize(old + count);
+        be.download(*out.buffer, out.offset, logits_.data() + old, count * sizeof(float));
     }
 }
 

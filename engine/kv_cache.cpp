@@ -128,6 +128,17 @@ void KvCache::reserve(int32_t seq, int64_t n_pos) {
     s.length = n_pos;
 }
 
+int64_t KvCache::blocks_needed(int32_t seq, int64_t n_pos) const {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) return (n_pos + block_size_ - 1) / block_size_;
+    const Sequence& s = it->second;
+    if (n_pos <= s.length) return 0;
+    const int64_t partial = s.length / block_size_;
+    const bool copy = s.length % block_size_ != 0 && ref_count_[s.blocks[partial]] > 1;
+    const int64_t grow = (n_pos + block_size_ - 1) / block_size_ - static_cast<int64_t>(s.blocks.size());
+    return std::max<int64_t>(grow, 0) + (copy ? 1 : 0);
+}
+
 void KvCache::truncate(int32_t seq, int64_t n_pos) {
     auto it = seqs_.find(seq);
     if (it == seqs_.end()) return;

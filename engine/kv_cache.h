@@ -56,6 +56,9 @@ class KvCache {
     // Makes positions [0, n_pos) of `seq` writable; throws std::runtime_error when the cache is
     // full. A block shared with another sequence that would be written is copied first.
     void reserve(int32_t seq, int64_t n_pos);
+    // Blocks reserve(seq, n_pos) takes from the free list: new ones past the sequence's table,
+    // and a copy of the partly filled last block when another sequence shares it.
+    int64_t blocks_needed(int32_t seq, int64_t n_pos) const;
     std::span<const int32_t> blocks(int32_t seq) const;
     // The cache row of position `pos` of `seq` (reserved).
     int32_t row(int32_t seq, int64_t pos) const;

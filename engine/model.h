@@ -59,6 +59,10 @@ class Model {
     // n_vocab floats each, valid until the next decode(). Throws std::invalid_argument for a bad
     // token id or position, std::runtime_error when the KV cache is full.
     std::span<const float> decode(std::span<const BatchToken> batch);
+    // Runs the batch like decode() but returns, for the tokens with want_logits, the final hidden
+    // states instead of logits: after output_norm, before the output head, n_embd floats each,
+    // valid until the next call. Embeddings are pooled from these (engine/pooling.h).
+    std::span<const float> embed(std::span<const BatchToken> batch);
 
     // Positions of `seq` in the KV cache.
     int64_t length(int32_t seq) const { return cache_.length(seq); }
@@ -68,6 +72,11 @@ class Model {
     void fork(int32_t src, int32_t dst, int64_t n_pos) { cache_.fork(src, dst, n_pos); }
     // KV cache blocks not held by any sequence (a block shared by several counts once).
     int64_t n_free_blocks() const { return cache_.n_free_blocks(); }
+    int64_t kv_block_size() const { return cache_.block_size(); }
+    // Free blocks `seq` would take to hold n_pos positions (see KvCache::blocks_needed).
+    int64_t kv_blocks_needed(int32_t seq, int64_t n_pos) const { return cache_.blocks_needed(seq, n_pos); }
+    // Positions the KV cache holds over all sequences.
+    int64_t kv_positions() const { return cache_.n_positions(); }
 
     // The devices and their layer ranges, in order.
     const std::vector<DeviceLayers>& devices() const { return devices_; }
@@ -75,8 +84,11 @@ class Model {
    private:
     struct Stage;
     struct StepInputs;
+    // What a step returns for the tokens that want output: logits or normed hidden states.
+    enum class Output { Logits, Hidden };
     void validate(std::span<const BatchToken> batch) const;
-    void step(std::span<const BatchToken> batch);
+    std::span<const float> run(std::span<const BatchToken> batch, Output output);
+    void step(std::span<const BatchToken> batch, Output output);
     // One layer over the step's n tokens. On the step's final layer (`last`) the output is
     // computed only for the tokens that want logits, in x's first rows (see forward.cpp).
     void layer(Stage& stage, int64_t il, int64_t n, bool last);
@@ -95,7 +107,7 @@ class Model {
     std::unique_ptr<Scratch> expert_scratch_;  // on options_.experts.host, when it runs expert blocks
     std::vector<float> rope_factors_;  // the frequency divisors RoPE uses (rope_freqs or LongRoPE's)
     std::unique_ptr<StepInputs> inputs_;
-    std::vector<float> logits_;  // host copy returned by decode()
+    std::vector<float> logits_;  // host copy returned by decode() or embed()
 };
 
 }  // namespace deskside::engine

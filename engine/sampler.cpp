@@ -55,6 +55,7 @@ int32_t argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplerParams& params, int64_t n_vocab) : params_(params), n_vocab_(n_vocab), rng_(params.seed) {
     const auto bad = [](const std::string& what) { throw std::invalid_argument("sampler: " + what); };
     if (!(params.top_p > 0.0f)) bad("top_p must be > 0");
+    if (!(params.typical_p > 0.0f)) bad("typical_p must be > 0");
     if (params.min_p > 1.0f) bad("min_p must be <= 1");
     if (!(params.repeat_penalty > 0.0f)) bad("repeat_penalty must be > 0");
     if (params.penalty_last_n < 0) bad("penalty_last_n must be >= 0");
@@ -63,8 +64,8 @@ Sampler::Sampler(const SamplerParams& params, int64_t n_vocab) : params_(params)
     }
 }
 
-void Sampler::accept(int32_t token) {
-    recent_.push_back(token);
+void Sampler::accept(int32_t token, bool generated) {
+    recent_.push_back({token, generated});
     // Only the last penalty_last_n matter; trim in bulk to keep accept() O(1) amortized.
     const size_t keep = static_cast<size_t>(params_.penalty_last_n);
     if (recent_.size() > 2 * keep + 64) recent_.erase(recent_.begin(), recent_.end() - keep);
@@ -88,14 +89,14 @@ int32_t Sampler::sample(std::span<const float> logits) {
     // Penalties. ref: CTRL (arXiv:1909.05858) for the repetition penalty; OpenAI API docs for
     // presence / frequency.
     if (penalize && params_.penalty_last_n > 0) {
-        std::map<int32_t, int> counts;
+        std::map<int32_t, int> counts;  // occurrences among the generated tokens (0: prompt only)
         const size_t n = std::min(recent_.size(), static_cast<size_t>(params_.penalty_last_n));
-        for (size_t i = recent_.size() - n; i < recent_.size(); ++i) ++counts[recent_[i]];
+        for (size_t i = recent_.size() - n; i < recent_.size(); ++i) counts[recent_[i].id] += recent_[i].generated;
         for (const auto& [id, count] : counts) {
             if (id < 0 || id >= n_vocab_) continue;
             float& l = candidates_[id].logit;
             l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-            l -= count * params_.frequency_penalty + params_.presence_penalty;
+            if (count > 0) l -= count * params_.frequency_penalty + params_.presence_penalty;
         }
     }
 
@@ -114,6 +115,32 @@ int32_t Sampler::sample(std::span<const float> logits) {
     const double max_logit = candidates_[0].logit;
     double z = 0;
     for (size_t i = 0; i < n; ++i) z += p[i] = std::exp(candidates_[i].logit - max_logit);
+    // Locally typical: keep the tokens whose surprise is closest to the distribution's entropy,
+    // in that order, until their mass reaches typical_p. ref: Meister et al., arXiv:2202.00666.
+    if (params_.typical_p < 1.0f && n > 1) {
+        double entropy = 0;
+        for (size_t i = 0; i < n; ++i) entropy -= p[i] / z * std::log(p[i] / z);
+        std::vector<size_t> order(n);
+        for (size_t i = 0; i < n; ++i) order[i] = i;
+        const auto gap = [&](size_t i) { return std::abs(-std::log(p[i] / z) - entropy); };
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return gap(a) < gap(b); });
+        double mass = 0;
+        size_t keep = 0;
+        while (keep < n && mass < params_.typical_p) mass += p[order[keep++]] / z;
+        std::vector<size_t> kept(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
+        std::sort(kept.begin(), kept.end());  // back in logit order, as the steps below expect
+        std::vector<Candidate> c;
+        std::vector<double> q;
+        z = 0;
+        for (const size_t i : kept) {
+            c.push_back(candidates_[i]);
+            q.push_back(p[i]);
+            z += p[i];
+        }
+        n = kept.size();
+        std::copy(c.begin(), c.end(), candidates_.begin());
+        std::copy(q.begin(), q.end(), p.begin());
+    }
     // top-p: the smallest prefix whose mass reaches top_p. ref: Holtzman et al., arXiv:1904.09751.
     if (params_.top_p < 1.0f) {
         double mass = 0;

@@ -9,6 +9,7 @@
 // streams already running and is itself taken in several steps.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,7 +26,29 @@ struct SequenceDemand {
 // token, so a budget smaller than the running set never starves anyone).
 std::vector<int64_t> plan_step(std::span<const SequenceDemand> demands, int64_t token_budget);
 
-// How many waiting requests may start now: free slots, but never more than are waiting.
-int64_t admit_count(int64_t n_running, int64_t n_waiting, int64_t max_running);
+// KV blocks a sequence holding `from` positions takes to hold `to`: the blocks past the one
+// position `from` is in, and that one too when `from` is not block-aligned (it may be shared with
+// another sequence after a fork, and is then copied on the first write). An upper bound, so that
+// admitting on it never runs the cache dry.
+int64_t blocks_to_grow(int64_t from, int64_t to, int64_t block_size);
+
+// A cached sequence as prefix reuse sees it.
+struct CachedPrefix {
+    const std::vector<int32_t>* tokens = nullptr;  // tokens whose KV the sequence holds
+    bool idle = false;                             // no job runs in it (it may take a new one)
+};
+
+// Where a new prompt runs: `target`, an idle sequence (the one sharing the longest prefix with
+// the prompt; ties: the one caching the least, so longer idle prefixes survive for later
+// requests), keeping its first `reuse` positions, or forking them from `source` when another
+// sequence, idle or running, has computed more of the prompt (a shared system prompt of a
+// request still generating). At least the last prompt token is computed again: its logits start
+// the generation. target is -1 when no sequence is idle.
+struct PrefixChoice {
+    int64_t target = -1;
+    int64_t source = -1;  // -1: reuse in place
+    int64_t reuse = 0;
+};
+PrefixChoice choose_prefix(std::span<const CachedPrefix> sequences, std::span<const int32_t> prompt);
 
 }  // namespace deskside::engine

@@ -1,5 +1,7 @@
 #include "server/api_error.h"
 
+#include <random>
+
 namespace deskside::server {
 
 nlohmann::ordered_json ApiError::body() const {
@@ -11,6 +13,40 @@ nlohmann::ordered_json ApiError::body() const {
 
 ApiError invalid_param(const std::string& param, const std::string& message) {
     return ApiError(400, message, param, "invalid_value");
+}
+
+ApiError wrong_type(const std::string& param, const std::string& expected) {
+    return ApiError(400, "'" + param + "' must be " + expected, param, "invalid_type");
+}
+
+ApiError unsupported(const std::string& param, const std::string& what) {
+    return ApiError(400, what + " ('" + param + "') is not supported by this server", param, "unsupported_parameter");
+}
+
+const nlohmann::json& required_field(const nlohmann::json& obj, const char* key, const std::string& path) {
+    const auto it = obj.find(key);
+    if (it == obj.end() || it->is_null())
+        throw ApiError(400, "'" + path + "." + key + "' is required", path + "." + key, "missing_required_parameter");
+    return *it;
+}
+
+std::string string_field(const nlohmann::json& obj, const char* key, const std::string& path) {
+    const nlohmann::json& v = required_field(obj, key, path);
+    if (!v.is_string()) throw wrong_type(path + "." + key, "a string");
+    return v.get<std::string>();
+}
+
+void only_keys(const nlohmann::json& obj, const std::set<std::string>& keys, const std::string& path) {
+    for (const auto& [k, v] : obj.items())
+        if (!keys.count(k)) throw invalid_param(path + "." + k, "unknown field '" + path + "." + k + "'");
+}
+
+std::string random_id(const char* prefix) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char kChars[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    std::string id = prefix;
+    for (int i = 0; i < 24; ++i) id += kChars[rng() % 62];
+    return id;
 }
 
 }  // namespace deskside::server

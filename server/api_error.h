@@ -3,6 +3,7 @@
 // so clients written for OpenAI's API read our errors the same way.
 #pragma once
 
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -40,5 +41,17 @@ class ApiError : public std::runtime_error {
 
 // A 400 naming the field: "invalid_request_error" with code "invalid_value".
 ApiError invalid_param(const std::string& param, const std::string& message);
+// A 400 "'param' must be EXPECTED" with code "invalid_type".
+ApiError wrong_type(const std::string& param, const std::string& expected);
+// A 400 for a parameter OpenAI (or Anthropic) defines that this server cannot honour.
+ApiError unsupported(const std::string& param, const std::string& what);
+
+// Request-object helpers that throw the 400s above, naming `path.key`.
+const nlohmann::json& required_field(const nlohmann::json& obj, const char* key, const std::string& path);
+std::string string_field(const nlohmann::json& obj, const char* key, const std::string& path);
+void only_keys(const nlohmann::json& obj, const std::set<std::string>& keys, const std::string& path);
+
+// A response id: `prefix` and 24 random letters and digits.
+std::string random_id(const char* prefix);
 
 }  // namespace deskside::server

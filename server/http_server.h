@@ -2,32 +2,52 @@
 //
 // HTTP threads parse and validate a request, tokenize it, submit jobs to the EngineLoop and
 // relay its events; they never touch the model. The server listens before the model is loaded
-// (GET /health answers 503 until set_model) so orchestrators can watch start-up.
+// (GET /health answers 503 until set_model) so orchestrators can watch start-up. Connections and
+// request framing are http_transport.h's; what a request must look like to be served (Host,
+// Content-Type, CORS, the key) is checked here once for every route (docs/SECURITY.md).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model.h"
 #include "models/chat_template/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
-#include "server/engine_loop.h"
+#include "engine/engine_loop.h"
+#include "server/http_policy.h"
 #include "server/metrics.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/tool_calls.h"
 
 namespace deskside::server {
+
+class HttpTransport;
+class HttplibServer;  // httplib::Server, with the request entry point the transport calls
+
+// The generation loop's vocabulary, as the HTTP side uses it.
+using engine::EngineLoop;
+using engine::JobEvent;
+using engine::JobSpec;
+using engine::QueueFull;
+using engine::RequestStream;
+using engine::TokenLogprob;
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8080;
     std::string api_key;                 // empty: no authentication
     size_t max_body = 4u << 20;          // bytes; larger bodies get 413
+    size_t max_header_bytes = 32u << 10;  // request line and headers; more get 431
+    size_t max_headers = 100;
+    double header_timeout = 10;           // seconds for a request's head, then 408
+    double body_timeout = 60;             // seconds for its body, then 408
+    int max_client_connections = 128;     // per client address; more get 429
     int http_threads = 32;
+    std::vector<std::string> allow_hosts;   // Host names served besides IPs and dotless names; "*": any
+    std::vector<std::string> cors_origins;  // empty: no CORS headers; "*": any origin
+    LogFormat log_format = LogFormat::kText;  // of the access log on stderr
 };
 
 // What the server serves once loaded.
@@ -37,6 +57,10 @@ struct ServedModel {
     std::optional<models::ChatTemplate> chat_template;
     EngineLoop* engine = nullptr;
     int64_t n_ctx = 0;
+    int64_t n_embd = 0;                                // floats per /v1/embeddings vector
+    engine::Pooling pooling = engine::Pooling::Last;  // how /v1/embeddings pools (engine/pooling.h)
+    bool parse_special = false;  // control tokens written in a completions prompt are tokens, not text
+    std::optional<ToolFormat> tool_format;  // --tool-parser; unset: read from the chat template
     int64_t created = 0;  // unix time, for /v1/models
 };
 
@@ -51,17 +75,22 @@ class HttpServer {
     void listen();
     // Ready: /health turns 200 and the API routes answer.
     void set_model(std::shared_ptr<ServedModel> model);
-    // New API requests get 503; those in flight continue.
-    void drain() { draining_ = true; }
+    // New API requests get 503, /health 503 {"status":"draining"}, and every response closes its
+    // connection; those in flight continue.
+    void drain();
+    // Closes every connection (those with a response being written after a second) and makes
+    // listen() return.
     void stop();
     Metrics& metrics() { return metrics_; }
 
    private:
     void install_routes();
+    void install_policy();
     std::shared_ptr<ServedModel> ready_model() const;
 
     ServerOptions options_;
-    std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<HttplibServer> http_;
+    std::unique_ptr<HttpTransport> transport_;
     Metrics metrics_;
     std::shared_ptr<ServedModel> model_;  // read and written under std::atomic_load/store
     std::atomic<bool> draining_{false};

@@ -1,24 +1,22 @@
 #include "server/openai_handlers.h"
 
+#include <array>
 #include <chrono>
+#include <optional>
 #include <random>
 
+#include "engine/grammar.h"
 #include "server/api_error.h"
 #include "server/connection_watch.h"
+#include "server/http_policy.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
+#include "server/tool_calls.h"
 
 namespace deskside::server {
 namespace {
 
 using nlohmann::ordered_json;
-
-// One choice as it accumulates.
-struct Choice {
-    std::string text;
-    std::vector<TokenLogprob> tokens;
-    std::string finish_reason;
-    bool done = false;
-};
 
 struct Usage {
     int64_t prompt = 0, completion = 0, cached = 0;
@@ -30,13 +28,6 @@ struct Usage {
     }
 };
 
-std::string random_id(const char* prefix) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
-    static const char kHex[] = "0123456789abcdef";
-    std::string id = prefix;
-    for (int i = 0; i < 24; ++i) id += kHex[rng() % 16];
-    return id;
-}
 
 int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -62,12 +53,59 @@ std::vector<int32_t> tokenize_prompt(const Prompt& p, const ServedModel& m, cons
     return ids;
 }
 
-void check_length(const std::vector<int32_t>& prompt, const ServedModel& m, const std::string& param) {
-    if (static_cast<int64_t>(prompt.size()) > m.n_ctx)
+// Fill-in-the-middle control tokens, in the prefix-suffix-middle order the models were trained on.
+struct FimTokens {
+    int32_t prefix, suffix, middle;
+};
+
+// The FIM tokens of the vocabulary (Qwen2.5-Coder's and StarCoder's spellings); 400 when it has none.
+FimTokens fim_tokens(const models::Tokenizer& tok) {
+    const auto control = [&](const char* text) -> std::optional<int32_t> {
+        const std::vector<int32_t> ids = tok.encode(text, false, true);
+        if (ids.size() == 1 && tok.is_control(ids[0])) return ids[0];
+        return std::nullopt;
+    };
+    for (const auto& names : {std::array{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"},
+                              std::array{"<fim_prefix>", "<fim_suffix>", "<fim_middle>"}}) {
+        const auto p = control(names[0]), s = control(names[1]), mid = control(names[2]);
+        if (p && s && mid) return {*p, *s, *mid};
+    }
+    throw invalid_param("suffix", "'suffix' needs a model with fill-in-the-middle tokens; this model's vocabulary has none");
+}
+
+// <prefix> PROMPT <suffix> SUFFIX <middle>: the completion is what goes between the two texts.
+std::vector<int32_t> fim_prompt(const FimTokens& fim, const Prompt& p, const std::string& suffix, const ServedModel& m,
+                                const std::string& param) {
+    const auto* text = std::get_if<std::string>(&p);
+    if (!text) throw invalid_param(param, "'" + param + "' must be text when 'suffix' is given");
+    std::vector<int32_t> ids = {fim.prefix};
+    const auto append = [&](const std::string& t) {
+        const std::vector<int32_t> more = m.tokenizer->encode(t, false, m.parse_special);
+        ids.insert(ids.end(), more.begin(), more.end());
+    };
+    append(*text);
+    ids.push_back(fim.suffix);
+    append(suffix);
+    ids.push_back(fim.middle);
+    return ids;
+}
+
+// OpenAI's rule: the prompt and the tokens asked for must fit the context together (a request
+// that cannot get what it asks for is refused, not cut short).
+void check_length(const std::vector<int32_t>& prompt, const ServedModel& m, const std::string& param,
+                  std::optional<int64_t> max_tokens) {
+    const auto n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt > m.n_ctx)
         throw ApiError(400,
                        "This model's maximum context length is " + std::to_string(m.n_ctx) + " tokens, however the prompt has " +
                            std::to_string(prompt.size()) + " tokens",
                        param, "context_length_exceeded");
+    if (max_tokens && n_prompt + *max_tokens > m.n_ctx)
+        throw ApiError(400,
+                       "This model's maximum context length is " + std::to_string(m.n_ctx) + " tokens. However, you requested " +
+                           std::to_string(n_prompt + *max_tokens) + " tokens (" + std::to_string(n_prompt) +
+                           " in the prompt, " + std::to_string(*max_tokens) + " for the completion)",
+                       "max_tokens", "context_length_exceeded");
 }
 
 // The jobs of a request: n per prompt, each with its own generator (seed + choice index when a
@@ -83,9 +121,11 @@ std::vector<JobSpec> make_jobs(const GenerationRequest& g, const std::vector<std
             j.max_tokens = g.max_tokens.value_or(default_max);
             engine::SamplerParams& s = j.sampling;
             s.temperature = static_cast<float>(g.temperature);
-            s.top_k = 0;
+            s.top_k = static_cast<int32_t>(std::max<int64_t>(g.top_k, 0));
             s.top_p = static_cast<float>(g.top_p);
-            s.min_p = 0;
+            s.min_p = static_cast<float>(g.min_p);
+            s.typical_p = static_cast<float>(g.typical_p);
+            s.repeat_penalty = static_cast<float>(g.repetition_penalty);
             s.presence_penalty = static_cast<float>(g.presence_penalty);
             s.frequency_penalty = static_cast<float>(g.frequency_penalty);
             s.penalty_last_n = static_cast<int32_t>(m.n_ctx);
@@ -107,10 +147,12 @@ std::vector<JobSpec> make_jobs(const GenerationRequest& g, const std::vector<std
     return jobs;
 }
 
+}  // namespace
+
 std::shared_ptr<RequestStream> submit(const ServedModel& m, std::vector<JobSpec> jobs) {
-    auto stream = std::make_shared<RequestStream>();
+    std::shared_ptr<RequestStream> stream;
     try {
-        m.engine->submit(std::move(jobs), stream);
+        stream = m.engine->submit(std::move(jobs));
     } catch (const QueueFull& e) {
         throw ApiError(503, std::string(e.what()) + "; retry later", "", "queue_full", "overloaded_error");
     } catch (const std::invalid_argument& e) {  // the sampler refused a parameter
@@ -156,6 +198,8 @@ std::vector<JobEvent> collect(RequestStream& stream, std::vector<Choice>& choice
 std::optional<ConnectionWatch> watch_of(const httplib::Request& req) {
     return ConnectionWatch::find(req.local_port, req.remote_addr, req.remote_port);
 }
+
+namespace {
 
 Usage usage_of(const std::vector<JobEvent>& finals, int64_t n) {
     Usage u;
@@ -274,15 +318,81 @@ void stream_sse(httplib::Response& res, std::shared_ptr<RequestStream> stream, s
         [stream](bool) { stream->cancel(); });
 }
 
-}  // namespace
+template <typename Json>
+Json parse_json_body(const httplib::Request& req) {
+    return parse_request_json<Json>(req.body);
+}
 
-nlohmann::json parse_body(const httplib::Request& req) {
+// vLLM's extension: the stop string a choice ended at (null at an end-of-generation token or length).
+ordered_json stop_reason(const JobEvent& final_event) {
+    return final_event.stop_matched.empty() ? ordered_json(nullptr) : ordered_json(final_event.stop_matched);
+}
+
+// The grammar of a JSON response_format; a schema keyword it cannot enforce is a 400 naming it.
+std::shared_ptr<const engine::Grammar> response_grammar(const ResponseFormat& f) {
+    if (f.kind == ResponseFormat::Kind::kJsonObject) return engine::json_object_grammar();
     try {
-        return nlohmann::json::parse(req.body);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_json");
+        // OpenAI's strict mode and ours alike: the output always matches the schema.
+        return f.schema.is_null() ? engine::json_object_grammar() : engine::json_schema_grammar(f.schema);
+    } catch (const engine::SchemaError& e) {
+        const std::string path = "response_format.json_schema.schema" + (e.path.empty() ? "" : "." + e.path);
+        throw ApiError(400, std::string(e.what()), path, "unsupported_schema");
     }
 }
+
+// A chat answer with tools: calls are shown as tool_calls, or as the legacy function_call (one
+// call) when the request used functions.
+ordered_json tool_message(const ParsedToolCalls& p, const ToolsRequest& t) {
+    ordered_json msg = {{"role", "assistant"},
+                        {"content", p.calls.empty() || !p.content.empty() ? ordered_json(p.content) : ordered_json(nullptr)},
+                        {"refusal", nullptr}};
+    if (p.calls.empty()) return msg;
+    if (t.legacy) {
+        msg["function_call"] = {{"name", p.calls[0].name}, {"arguments", p.calls[0].arguments}};
+        return msg;
+    }
+    ordered_json calls = ordered_json::array();
+    for (const ToolCall& c : p.calls) {
+        ordered_json fn = {{"name", c.name}, {"arguments", c.arguments}};
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", std::move(fn)}});
+    }
+    msg["tool_calls"] = std::move(calls);
+    return msg;
+}
+
+std::string tool_finish_reason(const std::string& engine_reason, size_t n_calls, const ToolsRequest& t) {
+    if (n_calls == 0 || engine_reason != "stop") return engine_reason;  // a call cut by max_tokens stays "length"
+    return t.legacy ? "function_call" : "tool_calls";
+}
+
+// The deltas OpenAI streams for one parser event: content, or a call as its header (id, name,
+// empty arguments) followed by its arguments.
+std::vector<ordered_json> tool_deltas(const ToolCallEvent& e, bool legacy) {
+    if (!e.call) return {ordered_json{{"content", e.content}}};
+    const ToolCall& c = *e.call;
+    if (legacy)
+        return {ordered_json{{"function_call", {{"name", c.name}, {"arguments", ""}}}},
+                ordered_json{{"function_call", {{"arguments", c.arguments}}}}};
+    ordered_json head = {{"index", e.index}, {"id", c.id}, {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", ""}}}};
+    ordered_json args = {{"index", e.index}, {"function", {{"arguments", c.arguments}}}};
+    return {ordered_json{{"tool_calls", ordered_json::array({std::move(head)})}},
+            ordered_json{{"tool_calls", ordered_json::array({std::move(args)})}}};
+}
+
+// The tool-call parsers of a streamed answer, one per choice; they live as long as the stream.
+struct StreamedToolCalls {
+    StreamedToolCalls(const ToolsRequest& t, ToolFormat format, size_t n) : tools(t) {
+        streams.reserve(n);
+        for (size_t i = 0; i < n; ++i) streams.emplace_back(format, tools);
+    }
+    const ToolsRequest tools;
+    std::vector<ToolCallStream> streams;
+};
+
+}  // namespace
+
+nlohmann::json parse_body(const httplib::Request& req) { return parse_json_body<nlohmann::json>(req); }
 
 std::string dump(const ordered_json& j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
 
@@ -292,10 +402,14 @@ void handle_completions(const httplib::Request& req, httplib::Response& res, std
     check_model(r.gen, m);
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::string> prompt_texts;
+    const std::optional<FimTokens> fim = r.suffix ? std::optional(fim_tokens(*m.tokenizer)) : std::nullopt;
     for (size_t i = 0; i < r.prompts.size(); ++i) {
         const std::string param = r.prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
-        prompts.push_back(tokenize_prompt(r.prompts[i], m, param, false));
-        check_length(prompts.back(), m, param);
+        if (fim)
+            prompts.push_back(fim_prompt(*fim, r.prompts[i], *r.suffix, m, param));
+        else
+            prompts.push_back(tokenize_prompt(r.prompts[i], m, param, m.parse_special));
+        check_length(prompts.back(), m, param, r.gen.max_tokens.value_or(16));
         if (const auto* s = std::get_if<std::string>(&r.prompts[i]))
             prompt_texts.push_back(*s);
         else
@@ -330,6 +444,7 @@ void handle_completions(const httplib::Request& req, httplib::Response& res, std
                 lp = legacy_logprobs(entries, tok, r.echo ? 0 : prompt_texts[p].size());
             }
             arr.push_back(choice_json(i, prefix + choices[i].text, lp, choices[i].finish_reason));
+            arr.back()["stop_reason"] = stop_reason(finals[i]);
         }
         ordered_json body = envelope(arr);
         body["usage"] = usage_of(finals, n).json();
@@ -376,7 +491,7 @@ void handle_completions(const httplib::Request& req, httplib::Response& res, std
 
 void handle_chat_completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<ServedModel> model) {
     const ServedModel& m = *model;
-    const ChatRequest r = parse_chat_request(parse_body(req));
+    const ChatRequest r = parse_chat_request(parse_json_body<ordered_json>(req));
     check_model(r.gen, m);
     if (!m.chat_template)
         throw ApiError(400,
@@ -384,10 +499,19 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
                        "messages", "no_chat_template");
     const models::Tokenizer& tok = *m.tokenizer;
     const auto token_text = [&](std::optional<int32_t> id) { return id ? tok.token_text(*id) : std::string(); };
+    ordered_json extra = r.template_kwargs;
+    if (r.reasoning_effort) {
+        // Only templates that read it can honour it (gpt-oss's); elsewhere it would be dropped.
+        if (m.chat_template->source().find("reasoning_effort") == std::string::npos)
+            throw ApiError(400, "this model's chat template takes no reasoning_effort", "reasoning_effort",
+                           "unsupported_parameter");
+        extra["reasoning_effort"] = *r.reasoning_effort;
+    }
     std::string text;
     try {
-        text = m.chat_template->render(models::ChatTemplate::make_context(r.messages, nullptr, true, token_text(tok.bos()),
-                                                                         token_text(tok.eos())));
+        text = m.chat_template->render(models::ChatTemplate::make_context(r.messages, r.tools.tools, true,
+                                                                         token_text(tok.bos()), token_text(tok.eos()),
+                                                                         extra));
     } catch (const models::TemplateError& e) {
         throw ApiError(400, std::string("the chat template rejected these messages: ") + e.what(), "messages", "template_error");
     }
@@ -395,10 +519,22 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
     const std::string bos = token_text(tok.bos());
     const bool template_has_bos = !bos.empty() && text.rfind(bos, 0) == 0;
     std::vector<int32_t> prompt = tok.encode(text, !template_has_bos, true);
-    check_length(prompt, m, "messages");
+    check_length(prompt, m, "messages", r.gen.max_tokens);
     const int64_t n = r.gen.n;
     const int64_t room = m.n_ctx - static_cast<int64_t>(prompt.size());
-    auto stream = submit(m, make_jobs(r.gen, {prompt}, std::max<int64_t>(room, 0), false, m));
+    std::vector<JobSpec> jobs = make_jobs(r.gen, {prompt}, std::max<int64_t>(room, 0), false, m);
+    const ToolFormat tool_format = m.tool_format.value_or(detect_tool_format(m.chat_template->source()));
+    const bool forced_call = r.tools.choice == ToolChoice::kRequired || r.tools.choice == ToolChoice::kNamed;
+    if (forced_call && r.response_format.kind != ResponseFormat::Kind::kText)
+        throw invalid_param("response_format", "'response_format' cannot be combined with a required or named tool_choice");
+    std::shared_ptr<const engine::Grammar> grammar;
+    if (forced_call) grammar = tool_call_grammar(r.tools, tool_format);
+    if (r.response_format.kind != ResponseFormat::Kind::kText) grammar = response_grammar(r.response_format);
+    for (JobSpec& j : jobs) j.grammar = grammar;
+    // With a grammar the answer is the format from its first token: no reasoning block to split.
+    const bool thinks = !grammar && template_thinks(m.chat_template->source());
+    const bool parse_calls = r.tools.parse_calls() && r.response_format.kind == ResponseFormat::Kind::kText;
+    auto stream = submit(m, std::move(jobs));
     const std::string id = random_id("chatcmpl-");
     const int64_t created = unix_now();
     const auto envelope = [id, created, mid = m.id](const char* object, ordered_json choices) {
@@ -410,10 +546,26 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
         const std::vector<JobEvent> finals = collect(*stream, choices, watch_of(req));
         ordered_json arr = ordered_json::array();
         for (size_t i = 0; i < choices.size(); ++i) {
+            std::string content = choices[i].text, reasoning;
+            if (thinks) {
+                ReasoningSplitter split(text);
+                ReasoningSplitter::Parts a = split.push(content), b = split.flush();
+                reasoning = a.reasoning + b.reasoning;
+                content = a.content + b.content;
+            }
+            ordered_json message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
+            std::string finish = choices[i].finish_reason;
+            if (parse_calls) {
+                const ParsedToolCalls p = parse_tool_calls(content, tool_format, r.tools);
+                message = tool_message(p, r.tools);
+                finish = tool_finish_reason(finish, p.calls.size(), r.tools);
+            }
+            if (!reasoning.empty()) message["reasoning_content"] = reasoning;
             arr.push_back({{"index", i},
-                           {"message", {{"role", "assistant"}, {"content", choices[i].text}, {"refusal", nullptr}}},
+                           {"message", std::move(message)},
                            {"logprobs", r.gen.logprobs ? chat_logprobs(choices[i].tokens, tok) : ordered_json(nullptr)},
-                           {"finish_reason", choices[i].finish_reason}});
+                           {"finish_reason", finish},
+                           {"stop_reason", stop_reason(finals[i])}});
         }
         ordered_json body = envelope("chat.completion", arr);
         body["usage"] = usage_of(finals, n).json();
@@ -428,21 +580,54 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
                                                        {"logprobs", nullptr},
                                                        {"finish_reason", nullptr}}})));
     const bool logprobs = r.gen.logprobs;
+    const auto calls =
+        parse_calls ? std::make_shared<StreamedToolCalls>(r.tools, tool_format, static_cast<size_t>(n)) : nullptr;
+    const auto splitters = thinks ? std::make_shared<std::vector<ReasoningSplitter>>(static_cast<size_t>(n),
+                                                                                     ReasoningSplitter(text))
+                                  : nullptr;
     auto chunk = [=, &tok](const JobEvent& e) {
         std::vector<ordered_json> out;
         const ordered_json lp = logprobs && !e.tokens.empty() ? chat_logprobs(e.tokens, tok) : ordered_json(nullptr);
-        if (!e.text.empty() || !lp.is_null())
+        std::vector<ordered_json> deltas;
+        std::string finish = e.finish_reason;
+        std::string content = e.text;
+        if (splitters) {
+            ReasoningSplitter& split = (*splitters)[e.choice];
+            ReasoningSplitter::Parts p = split.push(content);
+            if (e.done) {
+                ReasoningSplitter::Parts rest = split.flush();
+                p.reasoning += rest.reasoning;
+                p.content += rest.content;
+            }
+            if (!p.reasoning.empty()) deltas.push_back({{"reasoning_content", p.reasoning}});
+            content = std::move(p.content);
+        }
+        if (!calls) {
+            if (!content.empty()) deltas.push_back({{"content", content}});
+        } else {
+            ToolCallStream& parser = calls->streams[e.choice];
+            std::vector<ToolCallEvent> events = parser.feed(content);
+            if (e.done) {
+                for (ToolCallEvent& x : parser.finish()) events.push_back(std::move(x));
+                finish = tool_finish_reason(finish, parser.n_calls(), calls->tools);
+            }
+            for (const ToolCallEvent& x : events)
+                for (ordered_json& d : tool_deltas(x, calls->tools.legacy)) deltas.push_back(std::move(d));
+        }
+        if (deltas.empty() && !lp.is_null()) deltas.push_back({{"content", ""}});
+        for (size_t k = 0; k < deltas.size(); ++k)
             out.push_back(envelope("chat.completion.chunk",
                                    ordered_json::array({{{"index", e.choice},
-                                                         {"delta", {{"content", e.text}}},
-                                                         {"logprobs", lp},
+                                                         {"delta", std::move(deltas[k])},
+                                                         {"logprobs", k == 0 ? lp : ordered_json(nullptr)},
                                                          {"finish_reason", nullptr}}})));
         if (e.done)
             out.push_back(envelope("chat.completion.chunk",
                                    ordered_json::array({{{"index", e.choice},
                                                          {"delta", ordered_json::object()},
                                                          {"logprobs", nullptr},
-                                                         {"finish_reason", e.finish_reason}}})));
+                                                         {"finish_reason", finish},
+                                                         {"stop_reason", stop_reason(e)}}})));
         return out;
     };
     auto usage = [=](const std::vector<JobEvent>& finals) -> std::optional<ordered_json> {

@@ -51,6 +51,7 @@ ChatTemplate ChatTemplate::parse(std::string source) {
     ChatTemplate t;
     try {
         t.body_ = jinja::parse_template(source);
+        t.source_ = std::move(source);
     } catch (const TemplateError&) {
         throw;
     } catch (const std::exception& e) {

@@ -49,6 +49,8 @@ class ChatTemplate {
    public:
     // Parses a template; throws TemplateError(kSyntax) with "line L, column C: ..." on errors.
     static ChatTemplate parse(std::string source);
+    // The template text as given (what a server reads the tool-call format from).
+    const std::string& source() const { return source_; }
 
     // Renders with `context`'s top-level keys as template variables. raise_exception,
     // strftime_now, namespace, range and dict are provided as globals. strftime_now uses the
@@ -67,6 +69,7 @@ class ChatTemplate {
 
    private:
     std::shared_ptr<const jinja::TemplateBody> body_;
+    std::string source_;
 };
 
 }  // namespace deskside::models

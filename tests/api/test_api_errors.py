@@ -21,10 +21,13 @@ def expect(r, status, param=None):
 
 
 @pytest.mark.parametrize("extra,param", [
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "returns": "x"}}]}, "tools[0].function.returns"),
     ({"tool_choice": "auto"}, "tool_choice"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format.json_schema.name"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "string", "contentMediaType": "x"}}}}}},
+     "response_format.json_schema.schema.properties.a.contentMediaType"),
     ({"audio": {"voice": "alloy"}}, "audio"),
     ({"modalities": ["audio"]}, "modalities"),
     ({"unknown_thing": 1}, "unknown_thing"),
@@ -66,7 +69,7 @@ def test_malformed_and_unknown(stories):
     # The official client raises its typed errors on these.
     with pytest.raises(openai.BadRequestError):
         stories.client().chat.completions.create(model="stories260K", messages=CHAT["messages"], tools=[
-            {"type": "function", "function": {"name": "f", "parameters": {}}}])
+            {"type": "function", "function": {"name": "not a name", "parameters": {}}}])
     with pytest.raises(openai.NotFoundError):
         stories.client().completions.create(model="nope", prompt="x")
     assert stories.get("/health").status_code == 200
@@ -82,8 +85,14 @@ def test_prompt_longer_than_context(small):
     assert "64" in err["message"] and "81" in err["message"]
 
 
-def test_max_tokens_beyond_context_stops_with_length(small):
-    out = small.client().completions.create(model="stories260K", prompt=[1] + [300] * 59, max_tokens=100,
+def test_max_tokens_beyond_context_is_400_naming_both(small):
+    """OpenAI's rule: prompt + max_tokens must fit the context (not a 200 cut short)."""
+    r = small.post("/v1/completions", {"model": "stories260K", "prompt": [1] + [300] * 59, "max_tokens": 100})
+    err = expect(r, 400, "max_tokens")
+    assert err["code"] == "context_length_exceeded"
+    assert "160" in err["message"] and "60 in the prompt" in err["message"]
+    # Exactly the context fits, and runs to its end.
+    out = small.client().completions.create(model="stories260K", prompt=[1] + [300] * 39, max_tokens=24,
                                             logit_bias={"2": -100})
     assert out.choices[0].finish_reason == "length"
     assert out.usage.prompt_tokens + out.usage.completion_tokens == 64

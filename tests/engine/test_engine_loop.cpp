@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_backend.h"
+#include "engine/engine_loop.h"
 #include "engine/model.h"
 #include "models/model.h"
 #include "models/tokenizer/tokenizer.h"
-#include "server/engine_loop.h"
 #include "support/paths.h"
 
-namespace deskside::server {
+namespace deskside::engine {
 namespace {
 
 // Runs until every choice of `stream` is done; returns the tokens per choice.
@@ -36,23 +36,37 @@ std::vector<std::vector<int32_t>> drain(RequestStream& stream, size_t n, std::ve
     return tokens;
 }
 
+// stories260K on the CPU with a KV cache of `positions`, and llama.cpp's reference runs of it.
+struct Stories {
+    explicit Stories(int64_t positions, int threads = 2)
+        : ref(nlohmann::json::parse(std::ifstream(test::shared_path("reference/stories260K.json")))),
+          tokenizer(models::Tokenizer::load(test::shared_path("models/stories260K.gguf"))),
+          backend(threads),
+          model(models::load_model(test::shared_path("models/stories260K.gguf")), backend, options(positions)) {}
+    static EngineOptions options(int64_t positions) {
+        EngineOptions o;
+        o.cache.n_positions = positions;
+        return o;
+    }
+    nlohmann::json ref;
+    std::unique_ptr<models::Tokenizer> tokenizer;
+    backends::cpu::CpuBackend backend;
+    Model model;
+};
+
 }  // namespace
 
-TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[server]") {
-    const std::string path = test::shared_path("models/stories260K.gguf");
-    std::ifstream jf(test::shared_path("reference/stories260K.json"));
-    const nlohmann::json ref = nlohmann::json::parse(jf);
-    const auto tokenizer = models::Tokenizer::load(path);
-    backends::cpu::CpuBackend backend(2);
-    engine::EngineOptions opt;
-    opt.cache.n_positions = 3 * 128;
-    engine::Model model(models::load_model(path), backend, opt);
-    Metrics metrics;
+TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[engine-loop]") {
+    Stories st(3 * 128, 2);
+    const nlohmann::json& ref = st.ref;
+    const auto& tokenizer = st.tokenizer;
+    Model& model = st.model;
+    LoopStats metrics;
     EngineLoopOptions lo;
-    lo.n_parallel = 3;
+    lo.max_running = 3;
     lo.n_ctx = 128;
     lo.n_batch = 6;  // shorter than the longest prompt (14 tokens)
-    EngineLoop loop(model, *tokenizer, lo, metrics);
+    EngineLoop loop(model, *tokenizer, lo, &metrics);
 
     std::vector<JobSpec> jobs;
     for (const auto& c : ref.at("cases")) {
@@ -62,8 +76,7 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
         j.sampling.temperature = 0;
         jobs.push_back(j);
     }
-    auto stream = std::make_shared<RequestStream>();
-    loop.submit(jobs, stream);
+    auto stream = loop.submit(jobs);
     std::vector<JobEvent> finals;
     const auto tokens = drain(*stream, jobs.size(), &finals);
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -77,8 +90,7 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
     CHECK(metrics.running_sequences == 0);
 
     SECTION("a repeated prompt reuses the cached prefix and gives the same tokens") {
-        auto again = std::make_shared<RequestStream>();
-        loop.submit({jobs[3]}, again);
+        auto again = loop.submit({jobs[3]});
         std::vector<JobEvent> f2;
         const auto t2 = drain(*again, 1, &f2);
         CHECK(t2[0] == tokens[3]);
@@ -87,30 +99,25 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
     SECTION("a full queue refuses the whole request") {
         EngineLoopOptions tiny = lo;
         tiny.max_queue = 2;
-        EngineLoop small(model, *tokenizer, tiny, metrics);
-        auto s = std::make_shared<RequestStream>();
-        CHECK_THROWS_AS(small.submit(jobs, s), QueueFull);
+        EngineLoop small(model, *tokenizer, tiny, &metrics);
+        CHECK_THROWS_AS(small.submit(jobs), QueueFull);
     }
 }
 
-TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequence", "[server]") {
+TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequence", "[engine-loop]") {
     // Job A generates llama.cpp's greedy continuation of case 0; job B's prompt is A's prompt plus
     // the first kShared tokens A generates. Submitted while A runs, B must fork A's computed
     // positions (the other slot is empty, so nothing else can supply them) and continue with
     // llama.cpp's tokens, also after A is cancelled and drops its references to the shared blocks.
-    const std::string path = test::shared_path("models/stories260K.gguf");
-    std::ifstream jf(test::shared_path("reference/stories260K.json"));
-    const nlohmann::json ref = nlohmann::json::parse(jf);
-    const auto tokenizer = models::Tokenizer::load(path);
-    backends::cpu::CpuBackend backend(2);
-    engine::EngineOptions opt;
-    opt.cache.n_positions = 2 * 512;
-    engine::Model model(models::load_model(path), backend, opt);
-    Metrics metrics;
+    Stories st(2 * 512, 2);
+    const nlohmann::json& ref = st.ref;
+    const auto& tokenizer = st.tokenizer;
+    Model& model = st.model;
+    LoopStats metrics;
     EngineLoopOptions lo;
-    lo.n_parallel = 2;
+    lo.max_running = 2;
     lo.n_ctx = 512;
-    EngineLoop loop(model, *tokenizer, lo, metrics);
+    EngineLoop loop(model, *tokenizer, lo, &metrics);
 
     const auto prompt = ref["cases"][0]["prompt_tokens"].get<std::vector<int32_t>>();
     const auto greedy = ref["cases"][0]["greedy_tokens"].get<std::vector<int32_t>>();
@@ -121,8 +128,7 @@ TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequenc
     a.max_tokens = 500;  // runs far past the point where B arrives
     a.sampling.temperature = 0;
     for (const int32_t eog : tokenizer->eog_ids()) a.sampling.logit_bias.emplace_back(eog, -INFINITY);
-    auto sa = std::make_shared<RequestStream>();
-    loop.submit({a}, sa);
+    auto sa = loop.submit({a});
     std::vector<int32_t> a_tokens;
     // A has computed position p once it has sampled the token after it: wait for kShared + 1.
     while (a_tokens.size() < kShared + 1) {
@@ -137,8 +143,7 @@ TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequenc
     b.prompt.insert(b.prompt.end(), greedy.begin(), greedy.begin() + kShared);
     b.max_tokens = static_cast<int64_t>(greedy.size() - kShared);
     b.sampling.temperature = 0;
-    auto sb = std::make_shared<RequestStream>();
-    loop.submit({b}, sb);
+    auto sb = loop.submit({b});
     std::vector<int32_t> b_tokens;
     std::optional<JobEvent> b_final;
     while (!b_final) {
@@ -155,7 +160,6 @@ TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequenc
     CHECK(std::vector<int32_t>(a_tokens.begin(), a_tokens.begin() + kShared) ==
           std::vector<int32_t>(greedy.begin(), greedy.begin() + kShared));
     for (;;) {  // A ends cancelled: it was still running when B forked it
-
         auto e = sa->pop(std::chrono::milliseconds(60000));
         REQUIRE(e);
         if (e->done) {
@@ -165,4 +169,102 @@ TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequenc
     }
 }
 
-}  // namespace deskside::server
+}  // namespace deskside::engine
+
+namespace deskside::engine {
+
+TEST_CASE("engine loop: a flood of long and short jobs in a small shared KV cache all finish with their solo tokens",
+          "[engine-loop]") {
+    // 9 jobs want about 900 positions at once from a cache of 384: the loop must admit what fits,
+    // preempt when the running ones outgrow it, and recompute the preempted ones later, and every
+    // job's tokens must be those it gives alone (the sampled one too: its sampler survives).
+    Stories st(3 * 128, 2);
+    const nlohmann::json& ref = st.ref;
+    const auto& tokenizer = st.tokenizer;
+    Model& model = st.model;
+
+    std::vector<JobSpec> jobs;
+    for (const auto& c : ref.at("cases")) {
+        JobSpec j;
+        j.prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+        j.max_tokens = 64;
+        j.sampling.temperature = 0;
+        jobs.push_back(j);
+    }
+    for (int i = 0; i < 4; ++i) {
+        JobSpec j = jobs[static_cast<size_t>(i)];
+        j.max_tokens = 110;
+        for (const int32_t eog : tokenizer->eog_ids()) j.sampling.logit_bias.emplace_back(eog, -INFINITY);
+        if (i == 3) {
+            j.sampling.temperature = 1.0f;
+            j.sampling.seed = 7;
+        }
+        jobs.push_back(j);
+    }
+
+    EngineLoopOptions lo;
+    lo.max_running = 8;
+    lo.n_ctx = 128;
+    lo.n_batch = 32;
+    LoopStats solo_stats;
+    std::vector<std::vector<int32_t>> solo;
+    {
+        EngineLoop loop(model, *tokenizer, lo, &solo_stats);
+        for (const JobSpec& j : jobs) solo.push_back(drain(*loop.submit({j}), 1)[0]);
+    }
+    CHECK(solo_stats.preemptions == 0);
+    for (size_t i = 0; i < 5; ++i) CHECK(solo[i] == ref["cases"][i]["greedy_tokens"].get<std::vector<int32_t>>());
+
+    LoopStats stats;
+    EngineLoop loop(model, *tokenizer, lo, &stats);
+    const auto flood = drain(*loop.submit(jobs), jobs.size());
+    CHECK(stats.preemptions > 0);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        INFO("job " << i);
+        CHECK(flood[i] == solo[i]);
+    }
+}
+
+TEST_CASE("engine loop: a stop string found by the reader ends the job and keeps its prefix", "[engine-loop]") {
+    Stories st(256, 1);
+    const auto& tokenizer = st.tokenizer;
+    Model& model = st.model;
+    EngineLoopOptions lo;
+    lo.n_ctx = 256;
+    LoopStats stats;
+    EngineLoop loop(model, *tokenizer, lo, &stats);
+    JobSpec j;
+    j.prompt = tokenizer->encode("Once upon a time", true, false);
+    j.max_tokens = 64;
+    j.sampling.temperature = 0;
+    j.stop = {" named"};
+    std::vector<JobEvent> finals;
+    std::string text;
+    const auto stream = loop.submit({j});
+    for (;;) {
+        auto e = stream->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        text += e->text;
+        if (e->done) {
+            finals.push_back(*e);
+            break;
+        }
+    }
+    CHECK(text == ", there was a little girl");  // llama.cpp's greedy text, cut before " named"
+    CHECK(finals[0].finish_reason == "stop");
+    // Tokens counted are those up to the one that completed the stop string, not the ones the
+    // engine sampled before it saw the reader's stop.
+    JobSpec free_run = j;
+    free_run.stop.clear();
+    const std::vector<int32_t> all = drain(*loop.submit({free_run}), 1)[0];
+    size_t n = 0;
+    while (n < all.size() && tokenizer->decode(std::span(all).first(n)).find(" named") == std::string::npos) ++n;
+    CHECK(finals[0].completion_tokens == static_cast<int64_t>(n));
+    // The same prompt again: the stopped job's blocks are still cached.
+    const auto again = loop.submit({j});
+    std::vector<JobEvent> f2;
+    drain(*again, 1, &f2);
+    CHECK(f2[0].cached_tokens == static_cast<int64_t>(j.prompt.size()) - 1);
+}
+
+}  // namespace deskside::engine

@@ -125,7 +125,8 @@ def rope_adjacent(x, pos, head_dim, base, freqs):
     return out
 
 
-def forward(weights, tokens, *, n_head, n_head_kv, head_dim, n_layer, tied, rope_freqs):
+def hidden_states(weights, tokens, *, n_head, n_head_kv, head_dim, n_layer, rope_freqs):
+    """The final-normed hidden state of every token ([n_tokens, n_embd]): the output head's input."""
     x = weights["token_embd.weight"][tokens].astype(np.float64)
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
@@ -150,8 +151,12 @@ def forward(weights, tokens, *, n_head, n_head_kv, head_dim, n_layer, tied, rope
         g = h @ weights[p + "ffn_gate.weight"].T
         u = h @ weights[p + "ffn_up.weight"].T
         x = x + (g / (1 + np.exp(-g)) * u) @ weights[p + "ffn_down.weight"].T
+    return rms_norm(x, weights["output_norm.weight"])
+
+
+def forward(weights, tokens, *, tied, **kw):
     head = weights["token_embd.weight"] if tied else weights["output.weight"]
-    return rms_norm(x, weights["output_norm.weight"]) @ head.T
+    return hidden_states(weights, tokens, **kw) @ head.T
 
 
 def greedy(weights, prompt, n, **kw):

@@ -67,17 +67,43 @@ TEST_CASE("chat request: content parts are joined, developer becomes system", "[
 }
 
 TEST_CASE("chat request: what we cannot honour is a 400 naming the field", "[server]") {
-    for (const char* field : {"tools", "tool_choice", "audio", "functions", "modalities"}) {
+    for (const char* field : {"audio", "modalities", "prediction"}) {
         const ApiError e = error_of([&] { parse_chat_request(chat({{field, json::array({1})}})); });
         CHECK(e.status() == 400);
         CHECK(e.param() == field);
     }
-    auto e = error_of([] { parse_chat_request(chat({{"response_format", {{"type", "json_object"}}}})); });
-    CHECK(e.param() == "response_format");
+    auto e = error_of([] { parse_chat_request(chat({{"response_format", {{"type", "xml"}}}})); });
+    CHECK(e.param() == "response_format.type");
+    e = error_of([] {
+        parse_chat_request(chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "bad name!"}}}}}}));
+    });
+    CHECK(e.param() == "response_format.json_schema.name");
+    e = error_of([] { parse_chat_request(chat({{"reasoning_effort", "extreme"}})); });
+    CHECK(e.param() == "reasoning_effort");
+    e = error_of([] { parse_chat_request(chat({{"chat_template_kwargs", {{"messages", 1}}}})); });
+    CHECK(e.param() == "chat_template_kwargs.messages");
     e = error_of([] { parse_chat_request(chat({{"frobnicate", 1}})); });
     CHECK(e.param() == "frobnicate");
     e = error_of([] { parse_chat_request(chat({{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}})); });
     CHECK(e.param() == "messages[0].content[0].type");
+}
+
+TEST_CASE("chat request: response_format, sampler extras and template variables are read", "[server]") {
+    const auto r = parse_chat_request(chat({{"response_format",
+                                             {{"type", "json_schema"},
+                                              {"json_schema", {{"name", "p"}, {"strict", true},
+                                                               {"schema", {{"type", "object"}}}}}}},
+                                            {"top_k", 5}, {"min_p", 0.1}, {"typical_p", 0.9}, {"repetition_penalty", 1.2},
+                                            {"chat_template_kwargs", {{"enable_thinking", false}}}}));
+    CHECK(r.response_format.kind == deskside::server::ResponseFormat::Kind::kJsonSchema);
+    CHECK(r.response_format.name == "p");
+    CHECK(r.response_format.strict);
+    CHECK(r.response_format.schema == nlohmann::ordered_json{{"type", "object"}});
+    CHECK(r.gen.top_k == 5);
+    CHECK(r.gen.min_p == Approx(0.1));
+    CHECK(r.gen.typical_p == Approx(0.9));
+    CHECK(r.gen.repetition_penalty == Approx(1.2));
+    CHECK(r.template_kwargs["enable_thinking"] == false);
 }
 
 TEST_CASE("chat request: wrong types and ranges name the field", "[server]") {
@@ -117,7 +143,7 @@ TEST_CASE("completion request: prompt forms", "[server]") {
     CHECK(r.gen.logprobs);
     CHECK(r.gen.top_logprobs == 2);
     CHECK(r.gen.max_tokens == 0);
-    CHECK(error_of([] { parse_completion_request(completion({{"suffix", "x"}})); }).param() == "suffix");
+    CHECK(error_of([] { parse_completion_request(completion({{"suffix", "x"}, {"echo", true}})); }).param() == "suffix");
     CHECK(error_of([] { parse_completion_request(completion({{"prompt", {1, -2}}})); }).param() == "prompt[1]");
     CHECK(error_of([] { parse_completion_request(completion({{"prompt", {{1}, 5}}})); }).param() == "prompt[1]");
     CHECK(error_of([] { parse_completion_request(json{{"model", "m"}}); }).param() == "prompt");

@@ -1,0 +1,178 @@
+"""Tool calling through /v1/chat/completions, with the official openai client, LangChain and
+LiteLLM against `deskside serve` (stories260K with Qwen2.5's template, whose tool format is
+Hermes' <tool_call> JSON).
+
+stories260K writes nonsense, so free ("auto") answers are only checked for shape here; parsing
+calls out of real outputs is unit-tested (tests/server/test_tool_calls.cpp). Forced calls
+(tool_choice "required" or a named function) go through the grammar, so even this model writes
+a valid call: the arguments must be JSON matching the function's parameters.
+"""
+import json
+
+import jinja2
+import openai
+import pytest
+
+from serve_helpers import TEMPLATE
+
+M = "stories260K"
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city.",
+    "parameters": {"type": "object", "properties": {
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "enum": [1, 2, 3]}},
+        "required": ["unit", "days"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The time now.",
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}
+ASK = [{"role": "user", "content": "What is the weather?"}]
+HISTORY = ASK + [
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "get_weather", "arguments": "{\"unit\": \"celsius\", \"days\": 2}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 C"}]
+
+
+def check_weather_args(arguments):
+    args = json.loads(arguments)
+    assert set(args) == {"unit", "days"}
+    assert args["unit"] in ("celsius", "fahrenheit") and args["days"] in (1, 2, 3)
+
+
+def jinja2_prompt_ids(server, messages, tools):
+    """The prompt as Python's jinja2 renders it (arguments decoded, as HF templates expect them),
+    tokenized by the server: what the chat route must have sent to the model."""
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda x: json.dumps(x, ensure_ascii=False)
+    msgs = json.loads(json.dumps(messages))
+    for m in msgs:
+        if m.get("content") is None:
+            m["content"] = ""
+        for c in m.get("tool_calls", []):
+            c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+    text = env.from_string(TEMPLATE.read_text()).render(messages=msgs, tools=tools, add_generation_prompt=True)
+    return server.post("/tokenize", {"content": text, "add_special": True, "parse_special": True}).json()["tokens"]
+
+
+def test_tool_history_renders_as_jinja2(stories):
+    """With tools and a tool round trip in the history, the chat answer is the completion of
+    jinja2's rendering: the server rendered the same prompt."""
+    c = stories.client()
+    for tool_choice in ("none", "auto"):
+        chat = c.chat.completions.create(model=M, messages=HISTORY, tools=[WEATHER, TIME], tool_choice=tool_choice,
+                                         max_tokens=12, temperature=0)
+        ids = jinja2_prompt_ids(stories, HISTORY, [WEATHER, TIME])
+        assert chat.usage.prompt_tokens == len(ids)
+        plain = c.completions.create(model=M, prompt=ids, max_tokens=12, temperature=0)
+        assert chat.choices[0].message.tool_calls is None
+        assert chat.choices[0].message.content == plain.choices[0].text
+        assert chat.choices[0].finish_reason == plain.choices[0].finish_reason
+
+
+def test_auto_answer_shapes_streamed_and_not(stories):
+    c = stories.client()
+    whole = c.chat.completions.create(model=M, messages=ASK, tools=[WEATHER], max_tokens=20, temperature=0,
+                                      parallel_tool_calls=True)
+    assert whole.choices[0].message.role == "assistant"
+    assert whole.choices[0].finish_reason in ("stop", "length")
+    chunks = list(c.chat.completions.create(model=M, messages=ASK, tools=[WEATHER], max_tokens=20, temperature=0,
+                                            stream=True))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == whole.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_forced_call(stories, tool_choice):
+    c = stories.client()
+    out = c.chat.completions.create(model=M, messages=ASK, tools=[TIME, WEATHER], tool_choice=tool_choice,
+                                    parallel_tool_calls=False, max_tokens=200, temperature=0)
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.type == "function" and call.id.startswith("call_")
+    if isinstance(tool_choice, dict):
+        assert call.function.name == "get_weather"
+    if call.function.name == "get_weather":
+        check_weather_args(call.function.arguments)
+    else:
+        assert json.loads(call.function.arguments) == {}
+
+    # Streamed: a delta with id, type, name and empty arguments, then the arguments.
+    chunks = list(c.chat.completions.create(model=M, messages=ASK, tools=[TIME, WEATHER], tool_choice=tool_choice,
+                                            parallel_tool_calls=False, max_tokens=200, temperature=0, stream=True))
+    deltas = [d for ch in chunks if ch.choices for d in (ch.choices[0].delta.tool_calls or [])]
+    assert deltas[0].index == 0 and deltas[0].id.startswith("call_") and deltas[0].type == "function"
+    assert deltas[0].function.name == call.function.name and deltas[0].function.arguments == ""
+    assert all(d.id is None and d.function.name is None for d in deltas[1:])
+    assert "".join(d.function.arguments for d in deltas) == call.function.arguments
+    assert not "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_forced_call_with_many_calls_allowed(stories):
+    out = stories.client().chat.completions.create(model=M, messages=ASK, tools=[WEATHER], tool_choice="required",
+                                                   max_tokens=300, temperature=0)
+    assert out.choices[0].finish_reason in ("tool_calls", "length")
+    if out.choices[0].finish_reason == "tool_calls":
+        assert out.choices[0].message.tool_calls
+        for call in out.choices[0].message.tool_calls:
+            check_weather_args(call.function.arguments)
+        assert len({call.id for call in out.choices[0].message.tool_calls}) == len(out.choices[0].message.tool_calls)
+
+
+def test_legacy_functions(stories):
+    c = stories.client()
+    out = c.chat.completions.create(model=M, messages=ASK, functions=[WEATHER["function"]],
+                                    function_call={"name": "get_weather"}, max_tokens=200, temperature=0)
+    choice = out.choices[0]
+    assert choice.finish_reason == "function_call"
+    assert choice.message.tool_calls is None
+    assert choice.message.function_call.name == "get_weather"
+    check_weather_args(choice.message.function_call.arguments)
+    # The legacy history shape is accepted too.
+    history = ASK + [{"role": "assistant", "content": None, "function_call": {
+        "name": "get_weather", "arguments": choice.message.function_call.arguments}},
+        {"role": "function", "name": "get_weather", "content": "Sunny"}]
+    again = c.chat.completions.create(model=M, messages=history, functions=[WEATHER["function"]], function_call="none",
+                                      max_tokens=5)
+    assert again.choices[0].message.function_call is None
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "launch"}}}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": [WEATHER, WEATHER]}, "tools[1].function.name"),
+    ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools[0].function.name"),
+    ({"tools": [WEATHER], "tool_choice": "maybe"}, "tool_choice"),
+    ({"messages": ASK + [{"role": "tool", "tool_call_id": "call_9", "content": "x"}]}, "messages[1].tool_call_id"),
+    ({"messages": ASK + [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "get_weather", "arguments": "{not json"}}]}]}, "messages[1].tool_calls[0].function.arguments"),
+])
+def test_tool_rejections(stories, extra, param):
+    r = stories.post("/v1/chat/completions", dict({"model": M, "messages": ASK}, **extra))
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param
+    with pytest.raises(openai.BadRequestError):
+        stories.client().chat.completions.create(**dict({"model": M, "messages": ASK, "max_tokens": 1}, **extra))
+
+
+def test_langchain_bind_tools(stories):
+    lc = pytest.importorskip("langchain_openai")
+    llm = lc.ChatOpenAI(model=M, base_url=stories.url + "/v1", api_key="none", temperature=0, max_tokens=200,
+                        max_retries=0)
+    msg = llm.bind_tools([WEATHER], tool_choice="get_weather").invoke("What is the weather?")
+    (call,) = msg.tool_calls
+    assert call["name"] == "get_weather" and call["id"].startswith("call_")
+    check_weather_args(json.dumps(call["args"]))
+
+
+def test_litellm_tool_call(stories):
+    litellm = pytest.importorskip("litellm")
+    out = litellm.completion(model="openai/" + M, api_base=stories.url + "/v1", api_key="none", messages=ASK,
+                             tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                             max_tokens=200, temperature=0)
+    (call,) = out.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    check_weather_args(call.function.arguments)
+    assert out.choices[0].finish_reason == "tool_calls"

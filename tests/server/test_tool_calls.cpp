@@ -1,0 +1,462 @@
+// Tool calling: the request's tool fields (validated as OpenAI's API reference states them), the
+// history mapped onto the Hugging Face message conventions, and model output parsed back into
+// calls per template family, whole and streamed. The outputs below are written the way each
+// family's chat template instructs the model (../shared/templates); the streamed parse must not
+// depend on how the text is chunked.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "engine/grammar.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+#include "server/tool_calls.h"
+#include "support/paths.h"
+
+using deskside::server::ApiError;
+using deskside::server::ChatRequest;
+using deskside::server::ParsedToolCalls;
+using deskside::server::ToolCallStream;
+using deskside::server::ToolChoice;
+using deskside::server::ToolFormat;
+using deskside::server::ToolsRequest;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+const ordered_json kWeather = ordered_json::parse(R"({"type": "function", "function": {"name": "get_weather",
+    "description": "Weather for a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}})");
+const ordered_json kTime = ordered_json::parse(R"({"type": "function", "function": {"name": "get_time",
+    "parameters": {"type": "object", "properties": {}}}})");
+
+ordered_json chat(ordered_json extra = ordered_json::object()) {
+    ordered_json j = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+    return j;
+}
+
+ToolsRequest tools(bool parallel = true) {
+    return deskside::server::parse_chat_request(
+               chat({{"tools", {kWeather, kTime}}, {"parallel_tool_calls", parallel}}))
+        .tools;
+}
+
+ApiError error_of(const ordered_json& body) {
+    try {
+        deskside::server::parse_chat_request(body);
+    } catch (const ApiError& e) {
+        return e;
+    }
+    FAIL("no ApiError for " << body.dump());
+    throw;
+}
+
+// Ids "id0", "id1", ... so that whole and streamed parses compare equal.
+ToolCallStream::IdSource counter() {
+    auto n = std::make_shared<int>(0);
+    return [n] { return "id" + std::to_string((*n)++); };
+}
+
+ParsedToolCalls parse(std::string_view text, ToolFormat f, const ToolsRequest& t) {
+    return deskside::server::parse_tool_calls(text, f, t, counter());
+}
+
+// Feeds `text` in pieces cut by `cuts` (sizes, cycled) and joins the events as parse_tool_calls does.
+ParsedToolCalls parse_streamed(std::string_view text, ToolFormat f, const ToolsRequest& t, std::vector<size_t> cuts) {
+    ToolCallStream stream(f, t, counter());
+    ParsedToolCalls out;
+    const auto take = [&](std::vector<deskside::server::ToolCallEvent> events) {
+        for (auto& e : events) {
+            if (e.call) {
+                CHECK(e.index == out.calls.size());
+                CHECK(e.content.empty());
+                out.calls.push_back(*e.call);
+            } else {
+                out.content += e.content;
+            }
+        }
+    };
+    size_t i = 0, k = 0;
+    while (i < text.size()) {
+        const size_t n = std::min(cuts[k++ % cuts.size()], text.size() - i);
+        take(stream.feed(text.substr(i, n)));
+        i += n;
+    }
+    take(stream.finish());
+    return out;
+}
+
+void check_same(const ParsedToolCalls& a, const ParsedToolCalls& b) {
+    CHECK(a.content == b.content);
+    REQUIRE(a.calls.size() == b.calls.size());
+    for (size_t i = 0; i < a.calls.size(); ++i) {
+        CHECK(a.calls[i].id == b.calls[i].id);
+        CHECK(a.calls[i].name == b.calls[i].name);
+        CHECK(a.calls[i].arguments == b.calls[i].arguments);
+    }
+}
+
+struct Sample {
+    ToolFormat format;
+    std::string text;
+    std::string content;
+    std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+
+// Outputs in the shape each template asks for, with and without the mistakes models make.
+const std::vector<Sample>& samples() {
+    static const std::vector<Sample> s = {
+        // Qwen2.5 / Qwen3 / Hermes 2 Pro: one JSON object per <tool_call> block.
+        {ToolFormat::kHermes,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+         "",
+         {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::kHermes,
+         "I'll check both.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\xc3\xbcrich\", "
+         "\"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": "
+         "{}}\n</tool_call>",
+         "I'll check both.",
+         {{"get_weather", "{\"city\":\"Z\xc3\xbcrich\",\"unit\":\"celsius\"}"}, {"get_time", "{}"}}},
+        // The model stopped (end of generation) before the closing tag: the JSON is complete.
+        {ToolFormat::kHermes,
+         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{}\"}",
+         "",
+         {{"get_time", "{}"}}},
+        // Malformed JSON, an unknown function, a truncated call: content, byte for byte.
+        {ToolFormat::kHermes,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
+         {}},
+        {ToolFormat::kHermes,
+         "Sure. <tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call> Done.",
+         "Sure. <tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call> Done.",
+         {}},
+        {ToolFormat::kHermes,
+         "<tool_call>\n{\"name\": \"get_weather\", \"argu",
+         "<tool_call>\n{\"name\": \"get_weather\", \"argu",
+         {}},
+        {ToolFormat::kHermes, "a < b and x <tool but not a call\n", "a < b and x <tool but not a call\n", {}},
+        {ToolFormat::kHermes,
+         "Text, a call, text.<tool_call>{\"name\":\"get_time\"}</tool_call>\nAfter it.",
+         "Text, a call, text.After it.",
+         {{"get_time", "{}"}}},
+        // Llama 3.x: bare JSON with "parameters", optionally after <|python_tag|>; ';' between calls.
+        {ToolFormat::kLlama3,
+         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+         "",
+         {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::kLlama3, "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {}}", "", {{"get_time", "{}"}}},
+        {ToolFormat::kLlama3,
+         "\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}; {\"name\": \"get_time\", "
+         "\"parameters\": {}}",
+         "",
+         {{"get_weather", R"({"city":"Oslo"})"}, {"get_time", "{}"}}},
+        {ToolFormat::kLlama3, "{\"answer\": 42}", "{\"answer\": 42}", {}},
+        {ToolFormat::kLlama3, "The weather is {fine}.", "The weather is {fine}.", {}},
+        {ToolFormat::kLlama3,
+         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par",
+         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par",
+         {}},
+        // Mistral: [TOOL_CALLS] and a JSON array; the marker is a control token the detokenizer drops.
+        {ToolFormat::kMistral,
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"unit\": \"celsius\"}, "
+         "\"id\": \"a1b2c3d4e\"}]",
+         "",
+         {{"get_weather", R"({"city":"Rome","unit":"celsius"})"}}},
+        {ToolFormat::kMistral,
+         "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Rome\"}}]",
+         "",
+         {{"get_time", "{}"}, {"get_weather", R"({"city":"Rome"})"}}},
+        {ToolFormat::kMistral,
+         "Let me look.[TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {}}]",
+         "Let me look.",
+         {{"get_time", "{}"}}},
+        {ToolFormat::kMistral, "[1, 2, 3] are numbers [TOOL_CALLS", "[1, 2, 3] are numbers [TOOL_CALLS", {}},
+        // Generic: a JSON object or array opening the answer.
+        {ToolFormat::kGeneric,
+         "  {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}  ",
+         "",
+         {{"get_weather", R"({"city":"Lima"})"}}},
+        {ToolFormat::kGeneric, "[{\"name\": \"get_time\"}]\nThat is all.", "That is all.", {{"get_time", "{}"}}},
+        {ToolFormat::kGeneric, "Use {\"name\": \"get_time\"} to ask.", "Use {\"name\": \"get_time\"} to ask.", {}},
+        {ToolFormat::kGeneric,
+         "{\"name\": \"get_time\", \"arguments\": [1]}",
+         "{\"name\": \"get_time\", \"arguments\": [1]}",
+         {}},
+    };
+    return s;
+}
+
+std::string read_template(const std::string& name) {
+    std::ifstream in(deskside::test::shared_path("templates/" + name), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("tool calls: each family's output is parsed into calls and content", "[tool-calls]") {
+    const ToolsRequest t = tools();
+    for (const Sample& s : samples()) {
+        INFO(deskside::server::tool_format_name(s.format) << ": " << s.text);
+        const ParsedToolCalls p = parse(s.text, s.format, t);
+        CHECK(p.content == s.content);
+        REQUIRE(p.calls.size() == s.calls.size());
+        for (size_t i = 0; i < p.calls.size(); ++i) {
+            CHECK(p.calls[i].id == "id" + std::to_string(i));
+            CHECK(p.calls[i].name == s.calls[i].first);
+            CHECK(p.calls[i].arguments == s.calls[i].second);
+        }
+    }
+}
+
+TEST_CASE("tool calls: the stream gives the same result however the text is cut", "[tool-calls]") {
+    const ToolsRequest t = tools();
+    std::mt19937 rng(7);
+    for (const Sample& s : samples()) {
+        INFO(deskside::server::tool_format_name(s.format) << ": " << s.text);
+        const ParsedToolCalls whole = parse(s.text, s.format, t);
+        check_same(parse_streamed(s.text, s.format, t, {1}), whole);
+        check_same(parse_streamed(s.text, s.format, t, {2, 3, 5}), whole);
+        std::vector<size_t> random_cuts;
+        for (int i = 0; i < 16; ++i) random_cuts.push_back(1 + rng() % 12);
+        check_same(parse_streamed(s.text, s.format, t, random_cuts), whole);
+    }
+}
+
+TEST_CASE("tool calls: a stream never shows part of a call marker as content", "[tool-calls]") {
+    const ToolsRequest t = tools();
+    const std::string text = "Checking.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    ToolCallStream stream(ToolFormat::kHermes, t, counter());
+    std::string shown;
+    for (const char c : text)
+        for (const auto& e : stream.feed(std::string_view(&c, 1))) {
+            shown += e.content;
+            CHECK(shown.find('<') == std::string::npos);
+            if (e.call) CHECK(e.call->name == "get_time");
+        }
+    CHECK(shown == "Checking.");
+    CHECK(stream.n_calls() == 1);
+    // Text that only looked like the start of a marker is released once it cannot be one.
+    ToolCallStream plain(ToolFormat::kHermes, t, counter());
+    CHECK(plain.feed("x <tool").empty() == false);
+    const auto later = plain.feed("s>");
+    REQUIRE(later.size() == 1);
+    CHECK(later[0].content == " <tools>");
+}
+
+TEST_CASE("tool calls: without parallel_tool_calls only the first call is kept", "[tool-calls]") {
+    const ParsedToolCalls p = parse(samples()[1].text, ToolFormat::kHermes, tools(false));
+    REQUIRE(p.calls.size() == 1);
+    CHECK(p.calls[0].name == "get_weather");
+    CHECK(p.content == "I'll check both.");
+}
+
+TEST_CASE("tool calls: the family is read from the chat template", "[tool-calls]") {
+    using deskside::server::detect_tool_format;
+    CHECK(detect_tool_format(read_template("Qwen-Qwen2.5-7B-Instruct.jinja")) == ToolFormat::kHermes);
+    CHECK(detect_tool_format(read_template("Qwen-Qwen3-0.6B.jinja")) == ToolFormat::kHermes);
+    CHECK(detect_tool_format(read_template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")) ==
+          ToolFormat::kHermes);
+    CHECK(detect_tool_format(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja")) == ToolFormat::kLlama3);
+    CHECK(detect_tool_format(read_template("meta-llama-Llama-3.2-3B-Instruct.jinja")) == ToolFormat::kLlama3);
+    CHECK(detect_tool_format(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")) == ToolFormat::kMistral);
+    CHECK(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")) == ToolFormat::kGeneric);
+    for (const char* name : {"hermes", "llama3", "mistral", "generic"})
+        CHECK(deskside::server::tool_format_name(*deskside::server::tool_format_from_name(name)) == std::string(name));
+    CHECK_FALSE(deskside::server::tool_format_from_name("qwen"));
+    CHECK(deskside::server::new_tool_call_id(ToolFormat::kHermes).rfind("call_", 0) == 0);
+    CHECK(deskside::server::new_tool_call_id(ToolFormat::kMistral).size() == 9);
+}
+
+TEST_CASE("tool calls: request fields are parsed", "[tool-calls]") {
+    using deskside::server::parse_chat_request;
+    ChatRequest r = parse_chat_request(chat({{"tools", {kWeather, kTime}}}));
+    CHECK(r.tools.choice == ToolChoice::kAuto);
+    CHECK(r.tools.parallel);
+    REQUIRE(r.tools.functions.size() == 2);
+    CHECK(r.tools.functions[0].parameters["required"] == ordered_json::array({"city"}));
+    // The template sees the tools as sent, key order kept (tojson prints them in that order).
+    CHECK(r.tools.tools[0].dump() == kWeather.dump());
+    CHECK(parse_chat_request(chat()).tools.choice == ToolChoice::kNone);
+    r = parse_chat_request(chat({{"tools", {kWeather}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}));
+    CHECK(r.tools.choice == ToolChoice::kRequired);
+    CHECK_FALSE(r.tools.parallel);
+    r = parse_chat_request(chat({{"tools", {kWeather, kTime}},
+                                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}));
+    CHECK(r.tools.choice == ToolChoice::kNamed);
+    CHECK(r.tools.forced == "get_time");
+    CHECK(parse_chat_request(chat({{"tools", {kWeather}}, {"tool_choice", "none"}})).tools.choice ==
+          ToolChoice::kNone);
+    // strict and a null description are accepted; the null is not shown to the template.
+    ordered_json f = kTime;
+    f["function"]["strict"] = true;
+    f["function"]["description"] = nullptr;
+    r = parse_chat_request(chat({{"tools", {f}}}));
+    CHECK(r.tools.functions[0].strict);
+    CHECK_FALSE(r.tools.tools[0]["function"].contains("description"));
+    // Legacy functions / function_call.
+    r = parse_chat_request(
+        chat({{"functions", {kWeather["function"]}}, {"function_call", {{"name", "get_weather"}}}}));
+    CHECK(r.tools.legacy);
+    CHECK_FALSE(r.tools.parallel);
+    CHECK(r.tools.choice == ToolChoice::kNamed);
+    CHECK(r.tools.tools[0] == kWeather);
+}
+
+TEST_CASE("tool calls: bad tool fields are 400s naming the field", "[tool-calls]") {
+    ordered_json unnamed = kTime;
+    unnamed["function"].erase("name");
+    ordered_json extra_key = kTime;
+    extra_key["function"]["returns"] = "x";
+    ordered_json bad_name = kTime;
+    bad_name["function"]["name"] = "get time";
+    const std::vector<std::pair<ordered_json, std::string>> cases = {
+        {{{"tools", ordered_json::array()}}, "tools"},
+        {{{"tools", "get_time"}}, "tools"},
+        {{{"tools", {{{"type", "function"}}}}}, "tools[0].function"},
+        {{{"tools", {{{"type", "code_interpreter"}}}}}, "tools[0].type"},
+        {{{"tools", {{{"function", kTime["function"]}}}}}, "tools[0].type"},
+        {{{"tools", {{{"type", "function"}, {"function", kTime["function"]}, {"x", 1}}}}}, "tools[0].x"},
+        {{{"tools", {unnamed}}}, "tools[0].function.name"},
+        {{{"tools", {extra_key}}}, "tools[0].function.returns"},
+        {{{"tools", {bad_name}}}, "tools[0].function.name"},
+        {{{"tools", {kTime, kTime}}}, "tools[1].function.name"},
+        {{{"tools", {kWeather}}, {"tool_choice", "sometimes"}}, "tool_choice"},
+        {{{"tools", {kWeather}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}},
+         "tool_choice"},
+        {{{"tools", {kWeather}}, {"tool_choice", {{"type", "function"}}}}, "tool_choice.function"},
+        {{{"tools", {kWeather}}, {"tool_choice", {{"type", "allowed_tools"}}}}, "tool_choice.type"},
+        {{{"tools", {kWeather}}, {"tool_choice", 3}}, "tool_choice"},
+        {{{"tool_choice", "auto"}}, "tool_choice"},
+        {{{"parallel_tool_calls", true}}, "parallel_tool_calls"},
+        {{{"tools", {kWeather}}, {"parallel_tool_calls", "yes"}}, "parallel_tool_calls"},
+        {{{"function_call", "auto"}}, "function_call"},
+        {{{"functions", {kTime["function"]}}, {"function_call", "required"}}, "function_call"},
+        {{{"functions", {kTime["function"]}}, {"tools", {kWeather}}}, "functions"},
+    };
+    for (const auto& [extra, param] : cases) {
+        INFO(extra.dump());
+        const ApiError e = error_of(chat(extra));
+        CHECK(e.status() == 400);
+        CHECK(e.param() == param);
+    }
+}
+
+TEST_CASE("tool calls: the history is mapped onto the template conventions", "[tool-calls]") {
+    const ordered_json body = chat(
+        {{"tools", {kWeather}}, {"messages", ordered_json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_7", "type": "function",
+              "function": {"name": "get_weather", "arguments": "{\"unit\": \"celsius\", \"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_7", "content": [{"type": "text", "text": "21 C"}]},
+            {"role": "assistant", "content": "It is 21 C."}])")}});
+    const ChatRequest r = deskside::server::parse_chat_request(body);
+    // Arguments arrive decoded, in the client's key order; the null content becomes "".
+    CHECK(r.messages[1].dump() ==
+          R"({"role":"assistant","content":"","tool_calls":[{"id":"call_7","type":"function","function":)"
+          R"({"name":"get_weather","arguments":{"unit":"celsius","city":"Paris"}}}]})");
+    CHECK(r.messages[2].dump() == R"({"role":"tool","tool_call_id":"call_7","content":"21 C"})");
+    CHECK_FALSE(r.messages[3].contains("tool_calls"));
+
+    // Legacy function_call and role "function" become a tool call and its result.
+    const ChatRequest legacy = deskside::server::parse_chat_request(
+        chat({{"messages", ordered_json::parse(R"([{"role": "user", "content": "time?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "get_time", "arguments": ""}},
+            {"role": "function", "name": "get_time", "content": "12:00"}])")}}));
+    CHECK(legacy.messages[1]["tool_calls"][0]["id"] == "call00001");
+    CHECK(legacy.messages[1]["tool_calls"][0]["function"]["arguments"] == ordered_json::object());
+    CHECK(legacy.messages[2].dump() ==
+          R"({"role":"tool","name":"get_time","tool_call_id":"call00001","content":"12:00"})");
+}
+
+TEST_CASE("tool calls: bad history messages are 400s naming the field", "[tool-calls]") {
+    const auto msgs = [](const char* assistant_and_tool) {
+        return chat({{"messages", ordered_json::parse(std::string(R"([{"role": "user", "content": "q"}, )") +
+                                                      assistant_and_tool + "]")}});
+    };
+    // An assistant turn with one call whose fields are `fields`.
+    const auto call = [](const std::string& fields) {
+        return R"({"role": "assistant", "tool_calls": [{)" + fields + "}]}";
+    };
+    const std::string f = R"("function": {"name": "f", "arguments": "{}"})";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {call(R"("id": "a", "type": "function", "function": {"name": "f", "arguments": "{"})"),
+         "messages[1].tool_calls[0].function.arguments"},
+        {call(R"("id": "a", "type": "function", "function": {"name": "f", "arguments": "[1]"})"),
+         "messages[1].tool_calls[0].function.arguments"},
+        {call(R"("type": "function", )" + f), "messages[1].tool_calls[0].id"},
+        {call(R"("id": "a", "type": "function", "function": {"arguments": "{}"})"),
+         "messages[1].tool_calls[0].function.name"},
+        {call(R"("id": "a", "type": "custom", )" + f), "messages[1].tool_calls[0].type"},
+        {R"({"role": "assistant", "tool_calls": {"id": "a"}})", "messages[1].tool_calls"},
+        {call(R"("id": "a", "type": "function", )" + f) + R"(, {"role": "tool", "tool_call_id": "b", "content": "x"})",
+         "messages[2].tool_call_id"},
+        {R"({"role": "tool", "content": "x"})", "messages[1].tool_call_id"},
+        {R"({"role": "user", "content": "x", "tool_calls": []})", "messages[1].tool_calls"},
+        {R"({"role": "function", "name": "f", "content": "x"})", "messages[1]"},
+    };
+    for (const auto& [m, param] : cases) {
+        INFO(m);
+        const ApiError e = error_of(msgs(m.c_str()));
+        CHECK(e.status() == 400);
+        CHECK(e.param() == param);
+    }
+}
+
+TEST_CASE("tool calls: the forcing grammar accepts exactly the family's call format", "[tool-calls]") {
+    using deskside::server::tool_call_grammar;
+    ToolsRequest t = tools();
+    t.choice = ToolChoice::kRequired;
+    const auto hermes = tool_call_grammar(t, ToolFormat::kHermes);
+    const std::string call =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
+    CHECK(hermes->matches(call));
+    CHECK(hermes->matches(call + "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(hermes->matches("Sure! " + call));
+    CHECK_FALSE(hermes->matches(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // city is required
+    CHECK_FALSE(hermes->matches("<tool_call>\n{\"name\": \"launch\", \"arguments\": {}}\n</tool_call>"));
+    // Every text the grammar allows parses back as the calls it spells.
+    const ParsedToolCalls p = parse(call, ToolFormat::kHermes, t);
+    REQUIRE(p.calls.size() == 1);
+    CHECK(p.calls[0].arguments == R"({"city":"Paris"})");
+
+    t.choice = ToolChoice::kNamed;
+    t.forced = "get_time";
+    const auto named = tool_call_grammar(t, ToolFormat::kLlama3);
+    CHECK(named->matches("{\"name\": \"get_time\", \"parameters\": {}}"));
+    CHECK_FALSE(
+        named->matches("{\"name\": \"get_time\", \"parameters\": {}}; {\"name\": \"get_time\", \"parameters\": {}}"));
+    CHECK_FALSE(named->matches("{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\"}}"));
+    t.choice = ToolChoice::kRequired;
+    const auto mistral = tool_call_grammar(t, ToolFormat::kMistral);
+    CHECK(mistral->matches(
+        "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_time\", \"arguments\": {}}]"));
+    t.parallel = false;
+    CHECK_FALSE(tool_call_grammar(t, ToolFormat::kMistral)
+                    ->matches("[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_time\", "
+                              "\"arguments\": {}}]"));
+}
+
+TEST_CASE("tool calls: the request's history is what the jinja2 fixtures render", "[tool-calls]") {
+    // tests/templates/cases.json's "tools_parallel" holds an OpenAI request next to the messages and
+    // tools that jinja2 rendered for every template: the request must normalize to exactly those.
+    std::ifstream in(deskside::test::source_path("tests/templates/cases.json"), std::ios::binary);
+    const ordered_json spec = ordered_json::parse(in);
+    size_t checked = 0;
+    for (const ordered_json& c : spec["cases"]) {
+        if (!c.contains("openai_request")) continue;
+        INFO(c["name"].get<std::string>());
+        const ChatRequest r = deskside::server::parse_chat_request(c["openai_request"]);
+        CHECK(r.messages.dump() == c["messages"].dump());
+        CHECK(r.tools.tools.dump() == c["tools"].dump());
+        ++checked;
+    }
+    CHECK(checked > 0);
+}
