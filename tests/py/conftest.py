@@ -44,3 +44,11 @@ def quant_tool() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def shared() -> pathlib.Path:
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def grammar_tool() -> pathlib.Path:
+    path = build_dir() / "tests" / "grammar_tool"
+    if not path.exists():
+        pytest.fail(f"{path} not built")
+    return path

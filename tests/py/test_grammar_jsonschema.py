@@ -10,8 +10,6 @@ import subprocess
 import jsonschema
 import pytest
 
-from conftest import build_dir
-
 DOCS = 50
 # The 151k-token Qwen2 vocabulary costs more per token (docs/SERVER.md has the figures): fewer
 # documents there keep the suite within CI's time, and every one is still validated.
@@ -120,14 +118,6 @@ def without_nullable(schema):
     if schema.get("nullable") is True:
         out = {"anyOf": [out, {"type": "null"}]}
     return out
-
-
-@pytest.fixture(scope="session")
-def grammar_tool() -> pathlib.Path:
-    path = build_dir() / "tests" / "grammar_tool"
-    if not path.exists():
-        pytest.fail(f"{path} not built")
-    return path
 
 
 def sample(tool, vocab, schema_arg, seed=1, count=DOCS, max_tokens=4000, allow_incomplete=False):
