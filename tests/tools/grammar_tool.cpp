@@ -109,7 +109,9 @@ int run_sample(std::vector<std::string> args) {
         if (count == 1) {
             std::cout << doc.text;
         } else {
-            std::cout << nlohmann::json{{"seed", seed + i}, {"text", doc.text}, {"complete", doc.complete}}.dump()
+            // A document cut at max_tokens may end inside a UTF-8 sequence: replaced, not refused.
+            std::cout << nlohmann::json{{"seed", seed + i}, {"text", doc.text}, {"complete", doc.complete}}.dump(
+                             -1, ' ', false, nlohmann::json::error_handler_t::replace)
                       << "\n";
         }
     }
