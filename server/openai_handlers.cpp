@@ -55,7 +55,7 @@ std::vector<int32_t> tokenize_prompt(const Prompt& p, const ServedModel& m, cons
 
 // Fill-in-the-middle control tokens, in the prefix-suffix-middle order the models were trained on.
 struct FimTokens {
-    int32_t prefix, suffix, middle;
+    int32_t prefix = -1, suffix = -1, middle = -1;
 };
 
 // The FIM tokens of the vocabulary (Qwen2.5-Coder's and StarCoder's spellings); 400 when it has none.

@@ -92,7 +92,10 @@ TEST_CASE("embed_sequence pools the rows its pooling names", "[engine][pooling]"
             for (int64_t j = 0; j < d; ++j) want[j] += rows[i * d + j];
         }
         double s = 0;
-        for (double& x : want) s += (x /= static_cast<double>(used)) * x;
+        for (double& x : want) {
+            x /= static_cast<double>(used);
+            s += x * x;
+        }
         REQUIRE(static_cast<int64_t>(got.size()) == d);
         CHECK(norm(got) == Approx(1.0).margin(1e-6));
         for (int64_t j = 0; j < d; ++j) CHECK(got[j] == Approx(want[j] / std::sqrt(s)).margin(1e-6));
