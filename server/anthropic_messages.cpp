@@ -13,12 +13,6 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-
-
-
-
-
-
 // Text blocks joined (cache_control is a hint for Anthropic's own cache: nothing to do here).
 std::string text_blocks(const json& c, const std::string& path) {
     if (c.is_string()) return c.get<std::string>();

@@ -23,7 +23,6 @@ struct EmbeddingRequest {
     std::optional<int64_t> dimensions;
 };
 
-
 std::vector<int32_t> token_ids(const json& v, const std::string& param, const models::Tokenizer& tok) {
     std::vector<int32_t> ids;
     for (size_t i = 0; i < v.size(); ++i) {

@@ -28,7 +28,6 @@ struct Usage {
     }
 };
 
-
 int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

@@ -47,7 +47,6 @@ bool boolean(const json& v, const std::string& param) {
     return v.get<bool>();
 }
 
-
 std::vector<std::string> parse_stop(const json& v) {
     if (v.is_string()) return {v.get<std::string>()};
     if (!v.is_array()) throw wrong_type("stop", "a string or an array of strings", v);

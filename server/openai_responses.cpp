@@ -14,12 +14,6 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-
-
-
-
-
-
 // Message content: a string, or input_text / output_text parts (joined, as chat parts are).
 std::string content_text(const json& c, const std::string& path) {
     if (c.is_string()) return c.get<std::string>();
