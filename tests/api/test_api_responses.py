@@ -134,8 +134,16 @@ def test_tool_round_trip_and_streamed_call(stories):
 def test_json_schema_text_format(stories):
     import json
     c = stories.client()
-    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+    # maxLength bounds the document (an unbounded string sampled at temperature 1 from stories260K can
+    # run past any token budget), so a completed response must parse.
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 16}}, "required": ["name"],
               "additionalProperties": False}
-    r = c.responses.create(model="stories260K", input="A name?", max_output_tokens=60,
-                           text={"format": {"type": "json_schema", "name": "person", "schema": schema, "strict": True}})
-    assert isinstance(json.loads(r.output_text)["name"], str)
+    fmt = {"format": {"type": "json_schema", "name": "person", "schema": schema, "strict": True}}
+    for _ in range(5):
+        r = c.responses.create(model="stories260K", input="A name?", max_output_tokens=200, text=fmt)
+        assert r.status == "completed" and r.incomplete_details is None
+        doc = json.loads(r.output_text)
+        assert isinstance(doc["name"], str) and len(doc["name"]) <= 16
+    # A budget too small for the document: the response says it is incomplete and why.
+    r = c.responses.create(model="stories260K", input="A name?", max_output_tokens=3, text=fmt)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
