@@ -14,12 +14,7 @@ using nlohmann::ordered_json;
 
 constexpr std::string_view kSpace = " \t\r\n";
 
-// How calls open and close in the text the detokenizer gives us. `open` starts a call (or the
-// list of calls); `close`, when the format has one, ends it, else the call is one JSON value.
-// `bare` lists the characters that may open a call list at the very start of an answer.
-struct Markers {
-    std::string_view open, close, bare;
-};
+using Markers = ToolCallStream::Markers;
 
 Markers markers(ToolFormat f) {
     switch (f) {
@@ -30,6 +25,11 @@ Markers markers(ToolFormat f) {
     }
     return {};
 }
+
+// A call written as a fenced JSON block, in any format: models tuned on other syntaxes than their
+// template's (the default model, Qwen2.5-Coder, among them) often answer with one. A fence whose
+// body is not a call stays content, byte for byte.
+constexpr Markers kFence{"```json", "```", ""};
 
 bool is_space(char c) {
     return kSpace.find(c) != std::string_view::npos;
@@ -43,6 +43,7 @@ std::string_view trim(std::string_view s) {
 
 // The longest proper prefix of `marker` that `text` ends with: bytes that must wait for more text.
 size_t partial_marker(std::string_view text, std::string_view marker) {
+    if (marker.empty()) return 0;
     for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k)
         if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
     return 0;
@@ -185,22 +186,29 @@ bool ToolCallStream::step_text(bool final, std::vector<ToolCallEvent>& out) {
             return true;
         }
     }
-    if (m.open.empty()) {
-        content(std::exchange(buf_, {}), out);
-        return false;
+    // The earliest opening: the format's own marker, or a ```json fence.
+    size_t pos = std::string::npos;
+    Markers opened;
+    for (const Markers& candidate : {m, kFence}) {
+        if (candidate.open.empty()) continue;
+        if (const size_t p = buf_.find(candidate.open); p < pos) {
+            pos = p;
+            opened = candidate;
+        }
     }
-    if (const size_t pos = buf_.find(m.open); pos != std::string::npos) {
+    if (pos != std::string::npos) {
         content(buf_.substr(0, pos), out);
-        buf_.erase(0, pos + m.open.size());
-        if (m.close.empty()) {
-            start_json(m.open);
+        buf_.erase(0, pos + opened.open.size());
+        if (opened.close.empty()) {
+            start_json(opened.open);
         } else {
-            call_text_ = std::string(m.open);
+            call_text_ = std::string(opened.open);
+            tag_ = opened;
             state_ = State::kTagged;
         }
         return true;
     }
-    const size_t keep = final ? 0 : partial_marker(buf_, m.open);
+    const size_t keep = final ? 0 : std::max(partial_marker(buf_, m.open), partial_marker(buf_, kFence.open));
     content(buf_.substr(0, buf_.size() - keep), out);
     buf_.erase(0, buf_.size() - keep);
     return false;
@@ -215,7 +223,7 @@ void ToolCallStream::start_json(std::string_view marker) {
 }
 
 bool ToolCallStream::step_tagged(bool final, std::vector<ToolCallEvent>& out) {
-    const Markers m = markers(format_);
+    const Markers& m = tag_;
     // The close marker may straddle the old and the new text: search from just before the seam.
     const size_t from = std::max(m.open.size(), call_text_.size() - std::min(call_text_.size(), m.close.size() - 1));
     call_text_ += buf_;
@@ -376,8 +384,8 @@ std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& too
     for (size_t i = 0; i < tools.functions.size(); ++i) {
         const ToolFunction& f = tools.functions[i];
         if (tools.choice == ToolChoice::kNamed && f.name != tools.forced) continue;
-        const nlohmann::json schema =
-            f.parameters.is_null() ? nlohmann::json{{"type", "object"}} : nlohmann::json(f.parameters);
+        const nlohmann::ordered_json schema =
+            f.parameters.is_null() ? nlohmann::ordered_json{{"type", "object"}} : f.parameters;
         Rule args = 0;
         try {
             args = b.json_schema(schema);

@@ -12,7 +12,8 @@
 //   - whitespace between content and a call, or between calls, is dropped;
 //   - without parallel_tool_calls, calls after the first are dropped (the client said it cannot
 //     take them);
-//   - a stream never shows content that might still turn out to be part of a call marker.
+//   - a stream never shows content that might still turn out to be part of a call marker;
+//   - in every format, a ```json fenced block holding a call is a call (models often write one).
 // Llama's <|python_tag|> and Mistral's [TOOL_CALLS] are control tokens that the detokenizer does
 // not print, so those families also take a call list that opens the answer without its marker.
 #pragma once
@@ -70,6 +71,12 @@ struct ToolCallEvent {
 // Incremental parser over one answer's text.
 class ToolCallStream {
    public:
+    // How calls open and close in the text the detokenizer gives us. `open` starts a call (or the
+    // list of calls); `close`, when the format has one, ends it, else the call is one JSON value.
+    // `bare` lists the characters that may open a call list at the very start of an answer.
+    struct Markers {
+        std::string_view open, close, bare;
+    };
     using IdSource = std::function<std::string()>;
     // `id` makes call ids (default: new_tool_call_id(format)).
     ToolCallStream(ToolFormat format, const ToolsRequest& tools, IdSource id = {});
@@ -100,6 +107,7 @@ class ToolCallStream {
     std::string buf_;          // text not yet decided
     std::string held_space_;   // whitespace after content: dropped if a call follows
     std::string call_text_;    // the marker and body of the call being read, verbatim
+    Markers tag_;              // kTagged: the markers around the call being read
     bool at_start_ = true;     // nothing but whitespace so far: a bare call list may open the answer
     bool skip_space_ = false;  // just after a call: leading whitespace is dropped
     size_t n_calls_ = 0;
