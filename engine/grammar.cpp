@@ -313,7 +313,7 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(Rule root) {
     return std::make_shared<const Grammar>(std::make_unique<Grammar::Impl>(std::move(net)));
 }
 
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema) {
+std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema) {
     GrammarBuilder b;
     return b.build(b.json_schema(schema));
 }

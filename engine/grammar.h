@@ -81,7 +81,7 @@ class GrammarBuilder {
 
     // A JSON value valid against the schema, in compact form (see json_schema.h for the whitespace
     // rule and the keywords enforced). Throws SchemaError.
-    Rule json_schema(const nlohmann::json& schema);
+    Rule json_schema(const nlohmann::ordered_json& schema);
     Rule any_json_value();
     Rule any_json_object();
 
@@ -96,7 +96,7 @@ class GrammarBuilder {
     std::optional<Rule> any_value_;  // the generic JSON value, made once per builder
 };
 
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::json& schema);  // throws SchemaError
+std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema);  // throws SchemaError
 std::shared_ptr<const Grammar> json_object_grammar();
 
 // The vocabulary as a byte trie, built once per tokenizer and shared by all matchers.

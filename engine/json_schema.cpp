@@ -9,7 +9,7 @@
 
 namespace deskside::engine {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Rule = GrammarBuilder::Rule;
 
 namespace {
@@ -130,7 +130,7 @@ GrammarBuilder::Rule GrammarBuilder::any_json_object() {
     return p.bracketed("{", "}", repeat(member, 1, -1, p.comma), true);
 }
 
-GrammarBuilder::Rule GrammarBuilder::json_schema(const nlohmann::json& schema) {
+GrammarBuilder::Rule GrammarBuilder::json_schema(const nlohmann::ordered_json& schema) {
     return compile_json_schema(*this, schema);
 }
 
@@ -702,7 +702,7 @@ class SchemaCompiler {
 
 }  // namespace
 
-GrammarBuilder::Rule compile_json_schema(GrammarBuilder& builder, const nlohmann::json& schema) {
+GrammarBuilder::Rule compile_json_schema(GrammarBuilder& builder, const nlohmann::ordered_json& schema) {
     return SchemaCompiler(builder, schema).compile(schema, "");
 }
 

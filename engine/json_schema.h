@@ -3,8 +3,8 @@
 // Output form. Whitespace is bounded so a model cannot loop on it: after `{`, `[`, `,` and `:`
 // and before `}` and `]` at most one run of either a single space or a newline followed by up to
 // 16 spaces (kMaxIndent); nowhere else (not before `,` or `:`). Object properties are written in
-// the order nlohmann::json iterates them (sorted by name: the schema's own order is not kept by
-// nlohmann::json); required ones always, optional ones may be skipped.
+// the schema's own order (as OpenAI's structured outputs do: the schema is an ordered_json as the
+// client sent it); required ones always, optional ones may be skipped.
 //
 // Keywords enforced: type (also arrays of types), properties, required, additionalProperties
 // (false, true or a schema; absent is taken as false, which only narrows the output), enum,
@@ -28,7 +28,7 @@ namespace deskside::engine {
 
 constexpr int kMaxIndent = 16;
 
-GrammarBuilder::Rule compile_json_schema(GrammarBuilder& builder, const nlohmann::json& schema);
+GrammarBuilder::Rule compile_json_schema(GrammarBuilder& builder, const nlohmann::ordered_json& schema);
 
 // The characters of a JSON string, each one unit of minLength / maxLength: a plain ASCII
 // character, a short escape, a \uXXXX escape outside the surrogates (a surrogate pair would be one

@@ -180,6 +180,13 @@ TEST_CASE("schemas: objects, arrays, enums, anyOf, nullable, formats", "[grammar
     CHECK_FALSE(person->matches(R"({"age": 3,  "name": "a"})"));         // two spaces
     CHECK_FALSE(person->matches(R"({"age": 3, "name": "\ud800"})"));     // lone surrogate escape
 
+    // Properties come in the schema's order, as the client wrote it (OpenAI's structured outputs).
+    const auto ordered = json_schema_grammar(nlohmann::ordered_json::parse(
+        R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"]})"));
+    CHECK(ordered->matches(R"({"name": "a", "age": 3})"));
+    CHECK_FALSE(ordered->matches(R"({"age": 3, "name": "a"})"));
+
     const auto arr = schema(R"({"type": "array", "prefixItems": [{"const": "x"}], "items": {"enum": [1, "two", null]},
         "minItems": 2, "maxItems": 3})");
     CHECK(arr->matches(R"(["x", 1])"));
