@@ -15,18 +15,7 @@ using nlohmann::ordered_json;
 
 // Text blocks joined (cache_control is a hint for Anthropic's own cache: nothing to do here).
 std::string text_blocks(const json& c, const std::string& path) {
-    if (c.is_string()) return c.get<std::string>();
-    if (!c.is_array()) throw wrong_type(path, "a string or an array of text blocks");
-    std::string text;
-    for (size_t i = 0; i < c.size(); ++i) {
-        const std::string p = path + "[" + std::to_string(i) + "]";
-        if (!c[i].is_object()) throw wrong_type(p, "an object");
-        const std::string type = string_field(c[i], "type", p);
-        if (type != "text") throw unsupported(p + ".type", "content block type '" + type + "' here");
-        only_keys(c[i], {"type", "text", "cache_control", "citations"}, p);
-        text += string_field(c[i], "text", p);
-    }
-    return text;
+    return joined_text(c, path, {"text"}, {"type", "text", "cache_control", "citations"}, "content block");
 }
 
 // One Messages turn -> chat messages: tool_result blocks become tool messages (before the user's

@@ -41,6 +41,22 @@ void only_keys(const nlohmann::json& obj, const std::set<std::string>& keys, con
         if (!keys.count(k)) throw invalid_param(path + "." + k, "unknown field '" + path + "." + k + "'");
 }
 
+std::string joined_text(const nlohmann::json& content, const std::string& path, const std::set<std::string>& types,
+                        const std::set<std::string>& keys, const std::string& noun) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) throw wrong_type(path, "a string or an array of " + noun + "s");
+    std::string text;
+    for (size_t i = 0; i < content.size(); ++i) {
+        const std::string p = path + "[" + std::to_string(i) + "]";
+        if (!content[i].is_object()) throw wrong_type(p, "an object");
+        const std::string type = string_field(content[i], "type", p);
+        if (!types.count(type)) throw unsupported(p + ".type", noun + " type '" + type + "'");
+        only_keys(content[i], keys, p);
+        text += string_field(content[i], "text", p);
+    }
+    return text;
+}
+
 std::string random_id(const char* prefix) {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     static const char kChars[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";

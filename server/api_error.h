@@ -51,6 +51,12 @@ const nlohmann::json& required_field(const nlohmann::json& obj, const char* key,
 std::string string_field(const nlohmann::json& obj, const char* key, const std::string& path);
 void only_keys(const nlohmann::json& obj, const std::set<std::string>& keys, const std::string& path);
 
+// Message content as the APIs send it: a string, or an array of text parts (objects whose `type`
+// is one of `types`, with a string `text` and no keys beyond `keys`), joined. `noun` names a part
+// in the errors ("content part", "content block").
+std::string joined_text(const nlohmann::json& content, const std::string& path, const std::set<std::string>& types,
+                        const std::set<std::string>& keys, const std::string& noun);
+
 // A response id: `prefix` and 24 random letters and digits.
 std::string random_id(const char* prefix);
 

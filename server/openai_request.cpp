@@ -201,24 +201,7 @@ void require_object(const json& body) {
 }
 
 std::string message_content(const json& content, const std::string& path) {
-    if (content.is_string()) return content.get<std::string>();
-    if (!content.is_array()) throw wrong_type(path, "a string or an array of content parts", content);
-    std::string text;
-    for (size_t i = 0; i < content.size(); ++i) {
-        const std::string p = path + "[" + std::to_string(i) + "]";
-        const json& part = content[i];
-        if (!part.is_object()) throw wrong_type(p, "an object", part);
-        const auto type = part.find("type");
-        if (type == part.end() || !type->is_string()) throw invalid_param(p + ".type", "'" + p + ".type' is required");
-        if (*type != "text")
-            throw unsupported(p + ".type", "content part type '" + type->get<std::string>() + "'");
-        for (const auto& [k, x] : part.items())
-            if (k != "type" && k != "text") throw invalid_param(p + "." + k, "unknown field '" + p + "." + k + "'");
-        const auto t = part.find("text");
-        if (t == part.end() || !t->is_string()) throw invalid_param(p + ".text", "'" + p + ".text' must be a string");
-        text += t->get<std::string>();
-    }
-    return text;
+    return joined_text(content, path, {"text"}, {"type", "text"}, "content part");
 }
 
 using ordered_json = nlohmann::ordered_json;

@@ -16,19 +16,8 @@ using nlohmann::ordered_json;
 
 // Message content: a string, or input_text / output_text parts (joined, as chat parts are).
 std::string content_text(const json& c, const std::string& path) {
-    if (c.is_string()) return c.get<std::string>();
-    if (!c.is_array()) throw wrong_type(path, "a string or an array of content parts");
-    std::string text;
-    for (size_t i = 0; i < c.size(); ++i) {
-        const std::string p = path + "[" + std::to_string(i) + "]";
-        if (!c[i].is_object()) throw wrong_type(p, "an object");
-        const std::string type = string_field(c[i], "type", p);
-        if (type != "input_text" && type != "output_text")
-            throw unsupported(p + ".type", "content part type '" + type + "'");
-        only_keys(c[i], {"type", "text", "annotations", "logprobs"}, p);
-        text += string_field(c[i], "text", p);
-    }
-    return text;
+    return joined_text(c, path, {"input_text", "output_text"}, {"type", "text", "annotations", "logprobs"},
+                       "content part");
 }
 
 // input items -> chat messages. Consecutive function_call items are one assistant turn with

@@ -3,22 +3,13 @@ import json
 
 import pytest
 
-from serve_helpers import SHARED, STORIES, TEMPLATE, Server
+from serve_helpers import SHARED, STORIES, TEMPLATE, started_servers
 
 
 @pytest.fixture(scope="session")
 def start_server():
     """start_server(model, *flags, api_key=None) -> Server; all are stopped at the end."""
-    started = []
-
-    def start(model, *args, api_key=None):
-        s = Server(model, *args, api_key=api_key)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
+    yield from started_servers()
 
 
 @pytest.fixture(scope="session")

@@ -111,6 +111,21 @@ class Server:
 
 
 
+def started_servers():
+    """The body of a session fixture: yields start(model, *flags, api_key=None) -> Server, then
+    stops every server it started."""
+    started = []
+
+    def start(model, *args, api_key=None):
+        s = Server(model, *args, api_key=api_key)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
 def has_device(name) -> bool:
     """Whether `deskside devices --json` lists `name` as usable (DESKSIDE_VULKAN_SPLIT applies)."""
     out = subprocess.run([str(deskside_binary()), "devices", "--json"], capture_output=True, text=True, timeout=60)

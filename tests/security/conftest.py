@@ -6,24 +6,15 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "api"))
-from serve_helpers import STORIES, TEMPLATE, Server  # noqa: E402
+from serve_helpers import STORIES, TEMPLATE, started_servers  # noqa: E402
 from hostile import (ALLOWED_HOST, BODY_TIMEOUT, CORS_ORIGIN, HEADER_TIMEOUT, MAX_BODY, MAX_CLIENT_CONNS,  # noqa: E402
                      MAX_HEADER_BYTES, MAX_HEADERS)
 
 
-
 @pytest.fixture(scope="session")
 def start_server():
-    started = []
-
-    def start(model, *args, api_key=None):
-        s = Server(model, *args, api_key=api_key)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
+    """start_server(model, *flags, api_key=None) -> Server; all are stopped at the end."""
+    yield from started_servers()
 
 
 @pytest.fixture(scope="session")
