@@ -174,7 +174,8 @@ int run(Args& args) {
     so.http_threads = static_cast<int>(std::max<int64_t>(16, eo.max_running + eo.max_queue + 8));
     std::optional<models::ChatTemplate> tmpl;
     const auto tool_parser = tool_parser_name ? server::tool_format_from_name(*tool_parser_name) : std::nullopt;
-    if (tool_parser_name && !tool_parser) throw UsageError("--tool-parser must be hermes, llama3, mistral or generic");
+    if (tool_parser_name && !tool_parser)
+        throw UsageError("--tool-parser must be hermes, qwen3_coder, llama3, mistral or generic");
     if (template_file) {
         try {
             tmpl = models::ChatTemplate::parse(read_file(*template_file, "--chat-template"));
@@ -299,7 +300,7 @@ const Command kServeCommand{
     DESKSIDE_DEVICE_FLAGS_HELP
     "  --cache-type-k T, --cache-type-v T   f16 (default), q8_0 or f32\n"
     "  --chat-template FILE     Jinja chat template (default: the model's own)\n"
-    "  --tool-parser F          tool-call format to parse: hermes, llama3, mistral or generic\n"
+    "  --tool-parser F          tool-call format to parse: hermes, qwen3_coder, llama3, mistral or generic\n"
     "                           (default: read from the chat template)\n"
     "  --pooling mean|cls|last  how /v1/embeddings pools hidden states (default: the model's\n"
     "                           pooling_type, else last token)\n"

@@ -1,6 +1,7 @@
 #include "server/tool_calls.h"
 
 #include <algorithm>
+#include <bitset>
 #include <random>
 #include <utility>
 
@@ -18,7 +19,8 @@ using Markers = ToolCallStream::Markers;
 
 Markers markers(ToolFormat f) {
     switch (f) {
-        case ToolFormat::kHermes: return {"<tool_call>", "</tool_call>", ""};
+        case ToolFormat::kHermes:
+        case ToolFormat::kQwen3Xml: return {"<tool_call>", "</tool_call>", ""};
         case ToolFormat::kLlama3: return {"<|python_tag|>", "", "{"};
         case ToolFormat::kMistral: return {"[TOOL_CALLS]", "", "["};
         case ToolFormat::kGeneric: return {"", "", "{["};
@@ -49,6 +51,54 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
     return 0;
 }
 
+// Qwen3-Coder's XML call body: <function=NAME> then <parameter=KEY>\nVALUE\n</parameter> per
+// argument, then </function>. The markup carries no types: a value is text where the function's
+// schema says string (or says nothing), and JSON where it names another type and the text parses.
+constexpr std::string_view kXmlFunction = "<function=", kXmlFunctionEnd = "</function>";
+constexpr std::string_view kXmlParameter = "<parameter=", kXmlParameterEnd = "</parameter>";
+
+ordered_json xml_parameter_value(std::string_view text, const ordered_json& parameters, const std::string& key) {
+    if (text.starts_with('\n')) text.remove_prefix(1);
+    if (text.ends_with('\n')) text.remove_suffix(1);
+    const ordered_json* type = nullptr;
+    if (parameters.is_object() && parameters.contains("properties") && parameters["properties"].contains(key) &&
+        parameters["properties"][key].is_object() && parameters["properties"][key].contains("type"))
+        type = &parameters["properties"][key]["type"];
+    const bool text_only = !type || *type == "string" || (type->is_array() && type->size() == 1 && (*type)[0] == "string");
+    if (!text_only) {
+        try {
+            return ordered_json::parse(text);
+        } catch (const nlohmann::json::parse_error&) {
+        }
+    }
+    return std::string(text);
+}
+
+// The call as {"name", "arguments"}, or null when the body is not a well-formed call.
+ordered_json xml_call(std::string_view body, const ToolsRequest& tools) {
+    if (!body.starts_with(kXmlFunction)) return nullptr;
+    const size_t gt = body.find('>');
+    if (gt == std::string_view::npos) return nullptr;
+    const std::string name(body.substr(kXmlFunction.size(), gt - kXmlFunction.size()));
+    const ToolFunction* f = tools.find(name);
+    if (!f) return nullptr;
+    ordered_json args = ordered_json::object();
+    std::string_view rest = body.substr(gt + 1);
+    for (;;) {
+        rest = trim(rest);
+        if (rest.starts_with(kXmlFunctionEnd)) break;
+        if (!rest.starts_with(kXmlParameter)) return nullptr;
+        const size_t key_end = rest.find('>');
+        const size_t end = rest.find(kXmlParameterEnd);
+        if (key_end == std::string_view::npos || end == std::string_view::npos || end < key_end) return nullptr;
+        const std::string key(rest.substr(kXmlParameter.size(), key_end - kXmlParameter.size()));
+        args[key] = xml_parameter_value(rest.substr(key_end + 1, end - key_end - 1), f->parameters, key);
+        rest.remove_prefix(end + kXmlParameterEnd.size());
+    }
+    if (!trim(rest.substr(kXmlFunctionEnd.size())).empty()) return nullptr;
+    return {{"name", name}, {"arguments", std::move(args)}};
+}
+
 std::string random_chars(std::string prefix, size_t n) {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     static constexpr std::string_view kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -59,7 +109,8 @@ std::string random_chars(std::string prefix, size_t n) {
 }  // namespace
 
 std::optional<ToolFormat> tool_format_from_name(std::string_view name) {
-    for (const ToolFormat f : {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kMistral, ToolFormat::kGeneric})
+    for (const ToolFormat f :
+         {ToolFormat::kHermes, ToolFormat::kQwen3Xml, ToolFormat::kLlama3, ToolFormat::kMistral, ToolFormat::kGeneric})
         if (name == tool_format_name(f)) return f;
     return std::nullopt;
 }
@@ -67,6 +118,7 @@ std::optional<ToolFormat> tool_format_from_name(std::string_view name) {
 const char* tool_format_name(ToolFormat f) {
     switch (f) {
         case ToolFormat::kHermes: return "hermes";
+        case ToolFormat::kQwen3Xml: return "qwen3_coder";
         case ToolFormat::kLlama3: return "llama3";
         case ToolFormat::kMistral: return "mistral";
         case ToolFormat::kGeneric: return "generic";
@@ -76,7 +128,7 @@ const char* tool_format_name(ToolFormat f) {
 
 ToolFormat detect_tool_format(std::string_view source) {
     const auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
-    if (has("<tool_call>")) return ToolFormat::kHermes;
+    if (has("<tool_call>")) return has("<function=") && has("<parameter=") ? ToolFormat::kQwen3Xml : ToolFormat::kHermes;
     if (has("[TOOL_CALLS]")) return ToolFormat::kMistral;
     // Llama 3.1 names <|python_tag|>; 3.2 and 3.3 only show the JSON they expect after the header.
     if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\": "))) return ToolFormat::kLlama3;
@@ -90,7 +142,8 @@ const ToolCallSyntax& tool_call_syntax(ToolFormat f) {
     static const ToolCallSyntax kMistral{"[TOOL_CALLS][", "]", ", ", "arguments", false};
     static const ToolCallSyntax kGeneric{"[", "]", ", ", "arguments", false};
     switch (f) {
-        case ToolFormat::kHermes: return kHermes;
+        case ToolFormat::kHermes:
+        case ToolFormat::kQwen3Xml: return kHermes;
         case ToolFormat::kLlama3: return kLlama3;
         case ToolFormat::kMistral: return kMistral;
         case ToolFormat::kGeneric: return kGeneric;
@@ -304,10 +357,15 @@ bool ToolCallStream::step_after_call() {
 
 bool ToolCallStream::accept_calls(std::string_view body, std::vector<ToolCallEvent>& out) {
     ordered_json v;
-    try {
-        v = ordered_json::parse(body);
-    } catch (const nlohmann::json::parse_error&) {
-        return false;
+    if (format_ == ToolFormat::kQwen3Xml && body.starts_with(kXmlFunction)) {
+        v = xml_call(body, tools_);
+        if (v.is_null()) return false;
+    } else {
+        try {
+            v = ordered_json::parse(body);
+        } catch (const nlohmann::json::parse_error&) {
+            return false;
+        }
     }
     std::vector<ordered_json> items;
     if (v.is_array()) {
@@ -369,6 +427,58 @@ ParsedToolCalls parse_tool_calls(std::string_view text, ToolFormat format, const
     return parsed;
 }
 
+namespace {
+
+// A string parameter's value as Qwen3-Coder writes it: raw text without '<' (which would open the
+// closing tag), an enum's or const's values verbatim, lengths counted on printable ASCII so that
+// bytes are characters. A pattern or format cannot be enforced on raw text: SchemaError.
+engine::GrammarBuilder::Rule xml_text_value(engine::GrammarBuilder& b, const ordered_json& sub, const std::string& path) {
+    using Rule = engine::GrammarBuilder::Rule;
+    for (const char* keyword : {"pattern", "format"})
+        if (sub.contains(keyword))
+            throw engine::SchemaError(path + "." + keyword, keyword, "not enforceable on an XML parameter's text");
+    if (sub.contains("const") || sub.contains("enum")) {
+        std::vector<Rule> values;
+        for (const ordered_json& v : sub.contains("const") ? ordered_json::array({sub["const"]}) : sub["enum"]) {
+            if (!v.is_string()) throw engine::SchemaError(path + ".enum", "enum", "a string parameter's values must be strings");
+            values.push_back(b.literal(v.get<std::string>()));
+        }
+        return values.size() == 1 ? values[0] : b.choice(std::move(values));
+    }
+    std::bitset<256> bytes;
+    if (sub.contains("minLength") || sub.contains("maxLength")) {
+        for (int c = ' '; c < 0x7f; ++c) bytes.set(c);
+    } else {
+        bytes.set();
+    }
+    bytes.reset('<');
+    const int64_t lo = sub.value("minLength", int64_t{1}), hi = sub.value("maxLength", int64_t{-1});
+    return b.repeat(b.byte_set(bytes), lo, hi);
+}
+
+// Qwen3-Coder's call body for `f`: every property of its schema in order (required ones always),
+// string values as text (xml_text_value), other values as JSON valid against the property's
+// schema. Throws engine::SchemaError as GrammarBuilder::json_schema does.
+engine::GrammarBuilder::Rule xml_call_rule(engine::GrammarBuilder& b, const ToolFunction& f,
+                                           const ordered_json& schema) {
+    using Rule = engine::GrammarBuilder::Rule;
+    std::vector<Rule> parts{b.literal(std::string(kXmlFunction) + f.name + ">\n")};
+    const ordered_json properties = schema.value("properties", ordered_json::object());
+    const ordered_json required = schema.value("required", ordered_json::array());
+    for (const auto& [key, sub] : properties.items()) {
+        const bool is_text = sub.is_object() && sub.value("type", ordered_json()) == "string";
+        const Rule value = is_text ? xml_text_value(b, sub, "properties." + key) : b.json_schema(sub);
+        const Rule one = b.sequence({b.literal(std::string(kXmlParameter) + key + ">\n"), value,
+                                     b.literal("\n" + std::string(kXmlParameterEnd) + "\n")});
+        const bool needed = std::find(required.begin(), required.end(), ordered_json(key)) != required.end();
+        parts.push_back(needed ? one : b.repeat(one, 0, 1));
+    }
+    parts.push_back(b.literal(std::string(kXmlFunctionEnd)));
+    return b.sequence(std::move(parts));
+}
+
+}  // namespace
+
 std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& tools, ToolFormat format) {
     using Rule = engine::GrammarBuilder::Rule;
     const ToolCallSyntax& syntax = tool_call_syntax(format);
@@ -386,17 +496,16 @@ std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& too
         if (tools.choice == ToolChoice::kNamed && f.name != tools.forced) continue;
         const nlohmann::ordered_json schema =
             f.parameters.is_null() ? nlohmann::ordered_json{{"type", "object"}} : f.parameters;
-        Rule args = 0;
+        const std::string head =
+            "{\"name\": " + ordered_json(f.name).dump() + ", \"" + std::string(syntax.arguments_key) + "\": ";
         try {
-            args = b.json_schema(schema);
+            calls.push_back(format == ToolFormat::kQwen3Xml ? xml_call_rule(b, f, schema)
+                                                            : sequence(head, b.json_schema(schema), "}"));
         } catch (const engine::SchemaError& e) {
             const std::string param = tools.legacy ? "functions[" + std::to_string(i) + "].parameters"
                                                    : "tools[" + std::to_string(i) + "].function.parameters";
             throw invalid_param(param, "'" + param + "' cannot be enforced for tool_choice: " + e.what());
         }
-        const std::string head =
-            "{\"name\": " + ordered_json(f.name).dump() + ", \"" + std::string(syntax.arguments_key) + "\": ";
-        calls.push_back(sequence(head, args, "}"));
     }
     const Rule call = calls.size() == 1 ? calls[0] : b.choice(calls);
     const int64_t max_calls = tools.choice == ToolChoice::kRequired && tools.parallel ? -1 : 1;

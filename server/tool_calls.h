@@ -1,5 +1,6 @@
 // Tool calls in model output. A chat template teaches the model one text format for calls
-// (Hermes/Qwen `<tool_call>{json}</tool_call>`, Llama 3.x bare `{"name", "parameters"}` JSON,
+// (Hermes/Qwen `<tool_call>{json}</tool_call>`, Qwen3-Coder's XML inside `<tool_call>`
+// (`<function=NAME>` with one `<parameter=KEY>` block per argument), Llama 3.x bare `{"name", "parameters"}` JSON,
 // Mistral `[TOOL_CALLS][...]`); this file knows those formats: it turns generated text back into
 // OpenAI tool_calls, whole or as a stream, and builds the grammar that makes the model write a
 // call when tool_choice is "required" or names a function.
@@ -33,9 +34,9 @@ class Grammar;
 
 namespace deskside::server {
 
-enum class ToolFormat { kHermes, kLlama3, kMistral, kGeneric };
+enum class ToolFormat { kHermes, kQwen3Xml, kLlama3, kMistral, kGeneric };
 
-// --tool-parser names: hermes, llama3, mistral, generic.
+// --tool-parser names: hermes, qwen3_coder, llama3, mistral, generic.
 std::optional<ToolFormat> tool_format_from_name(std::string_view name);
 const char* tool_format_name(ToolFormat format);
 // The format a chat template teaches, read from its source; kGeneric when none is recognised.

@@ -163,6 +163,26 @@ const std::vector<Sample>& samples() {
          "Calling it.",
          {{"get_time", "{}"}}},
         {ToolFormat::kHermes, "ends in a partial fence ``", "ends in a partial fence ``", {}},
+        // Qwen3-Coder: XML inside <tool_call>, one <parameter=...> block per argument; values are text
+        // where the schema says string. JSON inside its <tool_call> is read as Hermes's.
+        {ToolFormat::kQwen3Xml,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=unit>\n"
+         "celsius\n</parameter>\n</function>\n</tool_call>",
+         "",
+         {{"get_weather", R"({"city":"New York","unit":"celsius"})"}}},
+        {ToolFormat::kQwen3Xml,
+         "Let me check.\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>\n<tool_call>\n{\"name\": "
+         "\"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+         "Let me check.",
+         {{"get_time", "{}"}, {"get_weather", R"({"city":"Oslo"})"}}},
+        {ToolFormat::kQwen3Xml,
+         "<tool_call>\n<function=launch>\n</function>\n</tool_call>",
+         "<tool_call>\n<function=launch>\n</function>\n</tool_call>",
+         {}},
+        {ToolFormat::kQwen3Xml,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
+         {}},
         // Llama 3.x: bare JSON with "parameters", optionally after <|python_tag|>; ';' between calls.
         {ToolFormat::kLlama3,
          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
@@ -281,13 +301,14 @@ TEST_CASE("tool calls: the family is read from the chat template", "[tool-calls]
     using deskside::server::detect_tool_format;
     CHECK(detect_tool_format(read_template("Qwen-Qwen2.5-7B-Instruct.jinja")) == ToolFormat::kHermes);
     CHECK(detect_tool_format(read_template("Qwen-Qwen3-0.6B.jinja")) == ToolFormat::kHermes);
+    CHECK(detect_tool_format(read_template("Qwen3-Coder.jinja")) == ToolFormat::kQwen3Xml);
     CHECK(detect_tool_format(read_template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja")) ==
           ToolFormat::kHermes);
     CHECK(detect_tool_format(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja")) == ToolFormat::kLlama3);
     CHECK(detect_tool_format(read_template("meta-llama-Llama-3.2-3B-Instruct.jinja")) == ToolFormat::kLlama3);
     CHECK(detect_tool_format(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")) == ToolFormat::kMistral);
     CHECK(detect_tool_format(read_template("google-gemma-2-2b-it.jinja")) == ToolFormat::kGeneric);
-    for (const char* name : {"hermes", "llama3", "mistral", "generic"})
+    for (const char* name : {"hermes", "qwen3_coder", "llama3", "mistral", "generic"})
         CHECK(deskside::server::tool_format_name(*deskside::server::tool_format_from_name(name)) == std::string(name));
     CHECK_FALSE(deskside::server::tool_format_from_name("qwen"));
     CHECK(deskside::server::new_tool_call_id(ToolFormat::kHermes).rfind("call_", 0) == 0);
@@ -426,6 +447,35 @@ TEST_CASE("tool calls: bad history messages are 400s naming the field", "[tool-c
         CHECK(e.status() == 400);
         CHECK(e.param() == param);
     }
+}
+
+TEST_CASE("tool calls: Qwen3-Coder's XML calls are forced with typed, bounded parameters", "[tool-calls]") {
+    const ordered_json alarm = ordered_json::parse(R"({"type": "function", "function": {"name": "set_alarm",
+        "parameters": {"type": "object", "properties": {"hour": {"type": "integer", "minimum": 0, "maximum": 23},
+        "label": {"type": "string", "maxLength": 8}, "mode": {"type": "string", "enum": ["on", "off"]}},
+        "required": ["hour", "mode"]}}})");
+    ToolsRequest t = deskside::server::parse_chat_request(chat({{"tools", {alarm}}, {"tool_choice", "required"}})).tools;
+    const auto g = deskside::server::tool_call_grammar(t, ToolFormat::kQwen3Xml);
+    const auto call = [](const std::string& params) {
+        return "<tool_call>\n<function=set_alarm>\n" + params + "</function>\n</tool_call>";
+    };
+    const std::string hour7 = "<parameter=hour>\n7\n</parameter>\n", on = "<parameter=mode>\non\n</parameter>\n";
+    CHECK(g->matches(call(hour7 + on)));
+    CHECK(g->matches(call(hour7 + "<parameter=label>\nwake up\n</parameter>\n" + on)));
+    CHECK_FALSE(g->matches(call(hour7)));                                                       // mode is required
+    CHECK_FALSE(g->matches(call("<parameter=hour>\n24\n</parameter>\n" + on)));                // maximum
+    CHECK_FALSE(g->matches(call(hour7 + "<parameter=mode>\nmaybe\n</parameter>\n")));          // enum
+    CHECK_FALSE(g->matches(call(hour7 + "<parameter=label>\nwake up now\n</parameter>\n" + on)));  // maxLength
+    // What the grammar writes parses back with the schema's types.
+    const ParsedToolCalls p = parse(call(hour7 + "<parameter=label>\nwake up\n</parameter>\n" + on),
+                                    ToolFormat::kQwen3Xml, t);
+    REQUIRE(p.calls.size() == 1);
+    CHECK(p.calls[0].arguments == R"({"hour":7,"label":"wake up","mode":"on"})");
+    // A pattern cannot be enforced on raw text: the request is refused, naming the schema.
+    const ordered_json patterned = ordered_json::parse(R"({"type": "function", "function": {"name": "f",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}}})");
+    t = deskside::server::parse_chat_request(chat({{"tools", {patterned}}, {"tool_choice", "required"}})).tools;
+    CHECK_THROWS_AS(deskside::server::tool_call_grammar(t, ToolFormat::kQwen3Xml), ApiError);
 }
 
 TEST_CASE("tool calls: the forcing grammar accepts exactly the family's call format", "[tool-calls]") {
