@@ -1,7 +1,8 @@
 // Reference IQ4_NL and IQ4_XS: 4-bit indices into a fixed non-uniform table of 16 levels
 // (kIq4nlValues), with one fp16 scale per 32 elements (IQ4_NL) or 6-bit scales per 32 under an
-// fp16 super-block scale (IQ4_XS). deskside reads these formats but does not write them (their
-// quantizer needs an importance-matrix search), so there is no from_float here.
+// fp16 super-block scale (IQ4_XS). Their only quantizer is llama.cpp's weighted search, which lives
+// with the other importance-weighted quantizers (quantize_weighted.cpp, reached through
+// quantize_rows), so there is no from_float here.
 // ref: ggml/src/ggml-quants.c (dequantize_row_iq4_nl, dequantize_row_iq4_xs),
 //      ggml/src/ggml-cpu/quants.c (ggml_vec_dot_iq4_nl_q8_0_generic, ggml_vec_dot_iq4_xs_q8_K_generic)
 #include "quant/blocks.h"

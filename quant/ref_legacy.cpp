@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/block_pack.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/reference.h"
@@ -48,18 +49,6 @@ float absmax(const float* x, int n) {
     return amax;
 }
 
-// Bit 4 of each of 32 5-bit values, element j at bit j.
-uint32_t high_bits(const uint8_t* q) {
-    uint32_t qh = 0;
-    for (int j = 0; j < kQK; ++j) qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
-    return qh;
-}
-
-// Nibble pairs: element j in the low nibble of byte j, element j+16 in the high nibble.
-void pack_nibbles(const uint8_t* q, uint8_t* qs) {
-    for (int j = 0; j < kQK / 2; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + kQK / 2] & 0xF) << 4));
-}
-
 int low_nibble(const uint8_t* qs, int j) { return j < kQK / 2 ? qs[j] & 0xF : qs[j - kQK / 2] >> 4; }
 
 int fifth_bit(const uint8_t* qh_bytes, int j) {
@@ -69,6 +58,16 @@ int fifth_bit(const uint8_t* qh_bytes, int j) {
 }
 
 }  // namespace
+
+uint32_t high_bits(const uint8_t* q) {
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK; ++j) qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    return qh;
+}
+
+void pack_nibbles(const uint8_t* q, uint8_t* qs) {
+    for (int j = 0; j < kQK / 2; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + kQK / 2] & 0xF) << 4));
+}
 
 // ---- Q4_0 ---------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/block_pack.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/reference.h"
@@ -45,6 +46,50 @@ void q3k_values(const BlockQ3_K& b, int8_t* out) {
 }
 
 }  // namespace
+
+void finish_q2_k(const float* x, uint8_t* levels, BlockQ2_K& y) {
+    for (int g = 0; g < kQKK / 16; ++g) {
+        const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g] & 0xF);
+        if (d == 0.0f) continue;
+        const float dm = fp16_to_fp32(y.dmin) * static_cast<float>(y.scales[g] >> 4);
+        for (int l = 0; l < 16; ++l) {
+            const int q = nearest_int((x[16 * g + l] + dm) / d);
+            levels[16 * g + l] = static_cast<uint8_t>(std::max(0, std::min(3, q)));
+        }
+    }
+    pack_two_bits(levels, y.qs);
+}
+
+void pack_q3_k_scales(const int8_t* biased, uint8_t* scales) {
+    std::memset(scales, 0, 12);
+    for (int g = 0; g < kQKK / 16; ++g) {
+        const int8_t l = biased[g];
+        if (g < 8) {
+            scales[g] = static_cast<uint8_t>(l & 0xF);
+        } else {
+            scales[g - 8] = static_cast<uint8_t>(scales[g - 8] | ((l & 0xF) << 4));
+        }
+        scales[8 + g % 4] = static_cast<uint8_t>(scales[8 + g % 4] | ((l >> 4) << (2 * (g / 4))));
+    }
+}
+
+void finish_q3_k(const float* x, int8_t* levels, BlockQ3_K& y) {
+    for (int g = 0; g < kQKK / 16; ++g) {
+        const float d = fp16_to_fp32(y.d) * static_cast<float>(q3k_scale(g, y.scales));
+        if (d == 0.0f) continue;
+        for (int l = 0; l < 16; ++l) {
+            const int q = nearest_int(x[16 * g + l] / d);
+            levels[16 * g + l] = static_cast<int8_t>(std::max(-4, std::min(3, q)) + 4);
+        }
+    }
+    std::memset(y.hmask, 0, sizeof(y.hmask));
+    uint8_t low[kQKK];
+    for (int e = 0; e < kQKK; ++e) {
+        low[e] = static_cast<uint8_t>(levels[e] & 3);
+        if (levels[e] > 3) y.hmask[e % 32] = static_cast<uint8_t>(y.hmask[e % 32] | (1 << (e / 32)));
+    }
+    pack_two_bits(low, y.qs);
+}
 
 // ---- Q2_K ---------------------------------------------------------------------------------
 
@@ -83,17 +128,7 @@ void from_float_q2_k(const float* src, void* dst, int64_t n) {
         } else {
             y.dmin = fp32_to_fp16(0.f);
         }
-        // Requantize against the scales as stored.
-        for (int g = 0; g < kQKK / 16; ++g) {
-            const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g] & 0xF);
-            if (d == 0.0f) continue;
-            const float dm = fp16_to_fp32(y.dmin) * static_cast<float>(y.scales[g] >> 4);
-            for (int l = 0; l < 16; ++l) {
-                const int q = nearest_int((x[16 * g + l] + dm) / d);
-                levels[16 * g + l] = static_cast<uint8_t>(std::max(0, std::min(3, q)));
-            }
-        }
-        pack_two_bits(levels, y.qs);
+        finish_q2_k(x, levels, y);
     }
 }
 
@@ -158,36 +193,17 @@ void from_float_q3_k(const float* src, void* dst, int64_t n) {
         std::memset(y.scales, 0, sizeof(y.scales));
         if (max_scale != 0.0f) {
             const float iscale = -32.f / max_scale;
+            int8_t biased[kQKK / 16];
             for (int g = 0; g < kQKK / 16; ++g) {
-                int8_t l = static_cast<int8_t>(nearest_int(iscale * scales[g]));
-                l = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
-                if (g < 8) {
-                    y.scales[g] = static_cast<uint8_t>(l & 0xF);
-                } else {
-                    y.scales[g - 8] = static_cast<uint8_t>(y.scales[g - 8] | ((l & 0xF) << 4));
-                }
-                y.scales[8 + g % 4] = static_cast<uint8_t>(y.scales[8 + g % 4] | ((l >> 4) << (2 * (g / 4))));
+                const int8_t l = static_cast<int8_t>(nearest_int(iscale * scales[g]));
+                biased[g] = static_cast<int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
             }
+            pack_q3_k_scales(biased, y.scales);
             y.d = fp32_to_fp16(1 / iscale);
         } else {
             y.d = fp32_to_fp16(0.f);
         }
-        // Requantize against the scales as stored; levels become 0..7 (value + 4).
-        for (int g = 0; g < kQKK / 16; ++g) {
-            const float d = fp16_to_fp32(y.d) * static_cast<float>(q3k_scale(g, y.scales));
-            if (d == 0.0f) continue;
-            for (int l = 0; l < 16; ++l) {
-                const int q = nearest_int(x[16 * g + l] / d);
-                levels[16 * g + l] = static_cast<int8_t>(std::max(-4, std::min(3, q)) + 4);
-            }
-        }
-        std::memset(y.hmask, 0, sizeof(y.hmask));
-        uint8_t low[kQKK];
-        for (int e = 0; e < kQKK; ++e) {
-            low[e] = static_cast<uint8_t>(levels[e] & 3);
-            if (levels[e] > 3) y.hmask[e % 32] = static_cast<uint8_t>(y.hmask[e % 32] | (1 << (e / 32)));
-        }
-        pack_two_bits(low, y.qs);
+        finish_q3_k(x, levels, y);
     }
 }
 

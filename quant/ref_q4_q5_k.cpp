@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/block_pack.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/reference.h"
@@ -22,8 +23,8 @@ namespace {
 
 constexpr int kGroups = kQKK / 32;
 
-// Searches every group of one super-block, stores d, dmin and the packed 6-bit scales/mins,
-// and leaves in `levels` each element requantized to [0, nmax] against the stored scales.
+// Searches every group of one super-block and stores d, dmin and the packed 6-bit scales/mins;
+// `levels` holds the search's levels.
 template <typename Block>
 void quantize_k4_scales(const float* x, Block& y, int nmax, float rmin, float rdelta, int nstep, uint8_t* levels) {
     float scales[kGroups];
@@ -43,20 +44,21 @@ void quantize_k4_scales(const float* x, Block& y, int nmax, float rmin, float rd
     }
     const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
     const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    uint8_t ls[kGroups];
+    uint8_t lm[kGroups];
     for (int g = 0; g < kGroups; ++g) {
-        const uint8_t ls = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[g])));
-        const uint8_t lm = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[g])));
-        if (g < 4) {
-            y.scales[g] = ls;
-            y.scales[g + 4] = lm;
-        } else {
-            y.scales[g + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-            y.scales[g - 4] = static_cast<uint8_t>(y.scales[g - 4] | ((ls >> 4) << 6));
-            y.scales[g] = static_cast<uint8_t>(y.scales[g] | ((lm >> 4) << 6));
-        }
+        ls[g] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_scale * scales[g])));
+        lm[g] = std::min<uint8_t>(63, static_cast<uint8_t>(nearest_int(inv_min * mins[g])));
     }
+    pack_k4_scales(ls, lm, y.scales);
     y.d = fp32_to_fp16(max_scale / 63.f);
     y.dmin = fp32_to_fp16(max_min / 63.f);
+}
+
+// Requantizes each group against the scale and min as stored (groups whose scale is 0 keep the
+// search's levels).
+template <typename Block>
+void requantize_k4(const float* x, const Block& y, int nmax, uint8_t* levels) {
     for (int g = 0; g < kGroups; ++g) {
         uint8_t sc, m;
         k4_scale_min(g, y.scales, &sc, &m);
@@ -129,6 +131,39 @@ float dot_k4(const Block* x, const BlockQ8_K* y, int64_t n, LevelsFn unpack) {
 
 }  // namespace
 
+void pack_k4_scales(const uint8_t* ls, const uint8_t* lm, uint8_t* scales) {
+    for (int g = 0; g < kGroups; ++g) {
+        if (g < 4) {
+            scales[g] = ls[g];
+            scales[g + 4] = lm[g];
+        } else {
+            scales[g + 4] = static_cast<uint8_t>((ls[g] & 0xF) | ((lm[g] & 0xF) << 4));
+            scales[g - 4] = static_cast<uint8_t>(scales[g - 4] | ((ls[g] >> 4) << 6));
+            scales[g] = static_cast<uint8_t>(scales[g] | ((lm[g] >> 4) << 6));
+        }
+    }
+}
+
+void finish_q4_k(const float* x, uint8_t* levels, BlockQ4_K& y) {
+    requantize_k4(x, y, 15, levels);
+    for (int e = 0; e < kQKK; e += 64) {
+        for (int l = 0; l < 32; ++l) y.qs[e / 2 + l] = static_cast<uint8_t>(levels[e + l] | (levels[e + l + 32] << 4));
+    }
+}
+
+void finish_q5_k(const float* x, uint8_t* levels, BlockQ5_K& y) {
+    requantize_k4(x, y, 31, levels);
+    std::memset(y.qh, 0, sizeof(y.qh));
+    for (int e = 0; e < kQKK; ++e) {
+        if (levels[e] > 15) y.qh[e % 32] = static_cast<uint8_t>(y.qh[e % 32] | (1 << (e / 32)));
+    }
+    for (int e = 0; e < kQKK; e += 64) {
+        for (int l = 0; l < 32; ++l) {
+            y.qs[e / 2 + l] = static_cast<uint8_t>((levels[e + l] & 0xF) | ((levels[e + l + 32] & 0xF) << 4));
+        }
+    }
+}
+
 // ---- Q4_K ---------------------------------------------------------------------------------
 
 void from_float_q4_k(const float* src, void* dst, int64_t n) {
@@ -136,11 +171,7 @@ void from_float_q4_k(const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n / kQKK; ++i) {
         uint8_t levels[kQKK];
         quantize_k4_scales(src + i * kQKK, blocks[i], 15, -1.f, 0.1f, 20, levels);
-        for (int e = 0; e < kQKK; e += 64) {
-            for (int l = 0; l < 32; ++l) {
-                blocks[i].qs[e / 2 + l] = static_cast<uint8_t>(levels[e + l] | (levels[e + l + 32] << 4));
-            }
-        }
+        finish_q4_k(src + i * kQKK, levels, blocks[i]);
     }
 }
 
@@ -157,18 +188,9 @@ float vec_dot_q4_k(int64_t n, const void* w, const void* a) {
 void from_float_q5_k(const float* src, void* dst, int64_t n) {
     auto* blocks = static_cast<BlockQ5_K*>(dst);
     for (int64_t i = 0; i < n / kQKK; ++i) {
-        BlockQ5_K& y = blocks[i];
         uint8_t levels[kQKK];
-        quantize_k4_scales(src + i * kQKK, y, 31, -0.5f, 0.1f, 15, levels);
-        std::memset(y.qh, 0, sizeof(y.qh));
-        for (int e = 0; e < kQKK; ++e) {
-            if (levels[e] > 15) y.qh[e % 32] = static_cast<uint8_t>(y.qh[e % 32] | (1 << (e / 32)));
-        }
-        for (int e = 0; e < kQKK; e += 64) {
-            for (int l = 0; l < 32; ++l) {
-                y.qs[e / 2 + l] = static_cast<uint8_t>((levels[e + l] & 0xF) | ((levels[e + l + 32] & 0xF) << 4));
-            }
-        }
+        quantize_k4_scales(src + i * kQKK, blocks[i], 31, -0.5f, 0.1f, 15, levels);
+        finish_q5_k(src + i * kQKK, levels, blocks[i]);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/block_pack.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
 #include "quant/reference.h"
@@ -36,9 +37,32 @@ void q6k_values(const BlockQ6_K& b, int8_t* out) {
 
 }  // namespace
 
+void finish_q6_k(const float* x, int8_t* levels, BlockQ6_K& y) {
+    for (int g = 0; g < kQKK / 16; ++g) {
+        const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g]);
+        if (d == 0.0f) continue;
+        for (int l = 0; l < 16; ++l) {
+            const int q = nearest_int(x[16 * g + l] / d);
+            levels[16 * g + l] = static_cast<int8_t>(std::max(-32, std::min(31, q)) + 32);
+        }
+    }
+    for (int half = 0; half < kQKK; half += 128) {
+        uint8_t* ql = y.ql + half / 2;
+        uint8_t* qh = y.qh + half / 4;
+        for (int l = 0; l < 32; ++l) {
+            const int8_t* q = levels + half + l;
+            ql[l] = static_cast<uint8_t>((q[0] & 0xF) | ((q[64] & 0xF) << 4));
+            ql[l + 32] = static_cast<uint8_t>((q[32] & 0xF) | ((q[96] & 0xF) << 4));
+            qh[l] = static_cast<uint8_t>((q[0] >> 4) | ((q[32] >> 4) << 2) | ((q[64] >> 4) << 4) | ((q[96] >> 4) << 6));
+        }
+    }
+}
+
 // ---- Q6_K ---------------------------------------------------------------------------------
 
-void from_float_q6_k(const float* src, void* dst, int64_t n) {
+void from_float_q6_k(const float* src, void* dst, int64_t n) { quantize_q6_k(src, dst, n, nullptr); }
+
+void quantize_q6_k(const float* src, void* dst, int64_t n, const float* weights) {
     auto* blocks = static_cast<BlockQ6_K*>(dst);
     for (int64_t i = 0; i < n / kQKK; ++i) {
         const float* x = src + i * kQKK;
@@ -48,7 +72,8 @@ void from_float_q6_k(const float* src, void* dst, int64_t n) {
         float max_scale = 0;  // signed: the group scale of largest magnitude
         float max_abs_scale = 0;
         for (int g = 0; g < kQKK / 16; ++g) {
-            scales[g] = search_symmetric_x2(16, 32, x + 16 * g, levels + 16 * g);
+            const float* wg = weights ? weights + i * kQKK + 16 * g : nullptr;
+            scales[g] = search_symmetric(16, 32, x + 16 * g, wg, levels + 16 * g);
             const float abs_scale = std::fabs(scales[g]);
             if (abs_scale > max_abs_scale) {
                 max_abs_scale = abs_scale;
@@ -64,25 +89,7 @@ void from_float_q6_k(const float* src, void* dst, int64_t n) {
         for (int g = 0; g < kQKK / 16; ++g) {
             y.scales[g] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[g])));
         }
-        // Requantize against the scales as stored; levels become 0..63 (value + 32).
-        for (int g = 0; g < kQKK / 16; ++g) {
-            const float d = fp16_to_fp32(y.d) * static_cast<float>(y.scales[g]);
-            if (d == 0.0f) continue;
-            for (int l = 0; l < 16; ++l) {
-                const int q = nearest_int(x[16 * g + l] / d);
-                levels[16 * g + l] = static_cast<int8_t>(std::max(-32, std::min(31, q)) + 32);
-            }
-        }
-        for (int half = 0; half < kQKK; half += 128) {
-            uint8_t* ql = y.ql + half / 2;
-            uint8_t* qh = y.qh + half / 4;
-            for (int l = 0; l < 32; ++l) {
-                const int8_t* q = levels + half + l;
-                ql[l] = static_cast<uint8_t>((q[0] & 0xF) | ((q[64] & 0xF) << 4));
-                ql[l + 32] = static_cast<uint8_t>((q[32] & 0xF) | ((q[96] & 0xF) << 4));
-                qh[l] = static_cast<uint8_t>((q[0] >> 4) | ((q[32] >> 4) << 2) | ((q[64] >> 4) << 4) | ((q[96] >> 4) << 6));
-            }
-        }
+        finish_q6_k(x, levels, y);
     }
 }
 

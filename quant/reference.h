@@ -62,7 +62,7 @@ void to_float_q8_k(const void* src, float* dst, int64_t n);
 void from_float_q8_k(const float* src, void* dst, int64_t n);
 float vec_dot_q8_k(int64_t n, const void* w, const void* a);
 
-// Non-linear 4-bit (ref_iq4.cpp): dequantize and dot only, no quantizer.
+// Non-linear 4-bit (ref_iq4.cpp): dequantize and dot; the quantizer is in quantize_weighted.cpp.
 void to_float_iq4_nl(const void* src, float* dst, int64_t n);
 float vec_dot_iq4_nl(int64_t n, const void* w, const void* a);  // Q8_0 activations
 void to_float_iq4_xs(const void* src, float* dst, int64_t n);

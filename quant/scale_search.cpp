@@ -1,7 +1,7 @@
 // See scale_search.h. The float expressions below keep llama.cpp's evaluation order on
 // purpose: (w * x) * l is not (w * l) * x in the last bit.
 // ref: ggml/src/ggml-quants.c (make_qx_quants with rmse_type 1, make_q3_quants with do_rmse,
-//      make_qkx2_quants)
+//      make_qkx2_quants, make_qp_quants)
 #include "quant/strict_fp.h"  // first: keep a*b+c unfused, as llama.cpp's reference build does
 
 #include "quant/scale_search.h"
@@ -32,7 +32,7 @@ float signed_absmax(int n, const float* x, float* amax) {
 
 }  // namespace
 
-float search_symmetric_x2(int n, int nmax, const float* x, int8_t* levels) {
+float search_symmetric(int n, int nmax, const float* x, const float* weights, int8_t* levels) {
     float amax;
     const float max = signed_absmax(n, x, &amax);
     if (amax < kGroupMaxEps) {
@@ -46,7 +46,7 @@ float search_symmetric_x2(int n, int nmax, const float* x, int8_t* levels) {
         for (int i = 0; i < n; ++i) {
             const int l = clamp_level(nearest_int(iscale * x[i]), -nmax, nmax - 1);
             if (store) levels[i] = static_cast<int8_t>(l + nmax);
-            const float w = x[i] * x[i];
+            const float w = weights ? weights[i] : x[i] * x[i];
             *sumlx += w * x[i] * static_cast<float>(l);
             *suml2 += w * static_cast<float>(l) * static_cast<float>(l);
         }
@@ -186,6 +186,75 @@ float search_asymmetric(int n, int nmax, const float* x, const float* weights, u
     }
     *the_min = -min;
     return scale;
+}
+
+float search_unsigned_refined(int n, int nmax, const float* x, const float* weights, uint8_t* levels) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
+    if (max < kGroupMaxEps) {
+        std::fill(levels, levels + n, uint8_t{0});
+        return 0.0f;
+    }
+    // The first guess is not clamped: llama.cpp stores nearest_int() of a negative x into its byte
+    // levels as is, and that wrapped level enters the first error below.
+    float iscale = static_cast<float>(nmax) / max;
+    for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+    const float first_scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - first_scale * static_cast<float>(levels[i]);
+        best_error += weights[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+        const float scale_is = 1 / iscale_is;
+        float err = 0;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * static_cast<float>(l);
+            err += weights[i] * diff * diff;
+        }
+        if (err < best_error) {
+            best_error = err;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0;
+    float suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::min(nmax, nearest_int(iscale * x[i]));
+        levels[i] = static_cast<uint8_t>(l);
+        const float w = weights[i];
+        sumlx += w * x[i] * static_cast<float>(l);
+        suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    // As in search_symmetric_refined: move one level at a time while sumlx^2 / suml2 grows.
+    for (int pass = 0; pass < 5; ++pass) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = weights[i];
+            const float li = static_cast<float>(levels[i]);
+            float slx = sumlx - w * x[i] * li;
+            float sl2 = suml2 - w * li * li;
+            if (slx > 0 && sl2 > 0) {
+                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+                if (new_l != levels[i]) {
+                    const float nl = static_cast<float>(new_l);
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        levels[i] = static_cast<uint8_t>(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (n_changed == 0) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 }  // namespace deskside::quant
