@@ -20,6 +20,9 @@
 // the residual stream x of the step's n tokens crosses once (Backend::copy_to: directly where the
 // devices can, through host memory otherwise). Every op sees the same inputs as on one device,
 // so the logits are the same bits when the devices compute alike.
+//
+// Layer matmuls go through Model::matmul / matmul_id (engine/activation_observer.cpp), which show
+// their input to an ActivationObserver when one is set (`deskside imatrix`).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -243,8 +246,8 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
     // Attention block: K and V of every token into the cache.
     const Tensor h_all = s.h.rows(0, n);
     be.rms_norm(s.x.rows(0, n), w(Role::AttnNorm), eps, h_all);
-    be.matmul(w(Role::AttnK), h_all, k);
-    be.matmul(w(Role::AttnV), h_all, v);
+    matmul(be, il, Role::AttnK, h_all, k);
+    matmul(be, il, Role::AttnV, h_all, v);
     if (!w(Role::AttnKBias).empty()) be.add(k, w(Role::AttnKBias), k);
     if (!w(Role::AttnVBias).empty()) be.add(v, w(Role::AttnVBias), v);
     if (!w(Role::AttnKNorm).empty()) be.rms_norm(k.reshape(hp.head_dim), w(Role::AttnKNorm), eps, k.reshape(hp.head_dim));
@@ -267,7 +270,7 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
         be.copy(s.h.rows(0, m), s.x.rows(0, m));
     }
     const Tensor x = s.x.rows(0, m), h = s.h.rows(0, m), o = s.o.rows(0, m);
-    be.matmul(w(Role::AttnQ), h_q, q);
+    matmul(be, il, Role::AttnQ, h_q, q);
     if (!w(Role::AttnQBias).empty()) be.add(q, w(Role::AttnQBias), q);
     if (!w(Role::AttnQNorm).empty()) be.rms_norm(q.reshape(hp.head_dim), w(Role::AttnQNorm), eps, q.reshape(hp.head_dim));
     rp.n_head = hp.n_head;
@@ -286,7 +289,7 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
         ap.scale = 1.0f;
     }
     be.attention(q, kv, queries, ap, attn);
-    be.matmul(w(Role::AttnOutput), attn, o);
+    matmul(be, il, Role::AttnOutput, attn, o);
     if (!w(Role::AttnOutputBias).empty()) be.add(o, w(Role::AttnOutputBias), o);
     if (!w(Role::PostAttnNorm).empty()) be.rms_norm(o, w(Role::PostAttnNorm), eps, o);
     be.add(x, o, x);
@@ -299,12 +302,12 @@ void Model::layer(Stage& stage, int64_t il, int64_t n, bool last) {
         return;
     }
     const Tensor gate = s.gate.rows(0, m), up = s.up.rows(0, m);
-    be.matmul(w(Role::FfnGate), h, gate);
-    be.matmul(w(Role::FfnUp), h, up);
+    matmul(be, il, Role::FfnGate, h, gate);
+    matmul(be, il, Role::FfnUp, h, up);
     if (arch_.activation == FfnActivation::GeluTanh) be.gelu(gate, gate);
     else be.silu(gate, gate);
     be.mul(gate, up, gate);
-    be.matmul(w(Role::FfnDown), gate, o);
+    matmul(be, il, Role::FfnDown, gate, o);
     if (!w(Role::PostFfnNorm).empty()) be.rms_norm(o, w(Role::PostFfnNorm), eps, o);
     be.add(x, o, x);
 }
@@ -326,7 +329,7 @@ void Model::moe_ffn(Stage& stage, int64_t il, int64_t m) {
     }
     const int64_t k = hp.n_expert_used;
     const Tensor logits = s.router.rows(0, m), ids = s.route_ids.rows(0, m), weights = s.route_w.rows(0, m);
-    be.matmul(w(Role::FfnGateInp), h, logits);
+    matmul(be, il, Role::FfnGateInp, h, logits);
     if (!w(Role::FfnGateInpBias).empty()) be.add(logits, w(Role::FfnGateInpBias), logits);
     backends::MoeRouteParams rp;
     rp.n_expert = hp.n_expert;
@@ -337,8 +340,8 @@ void Model::moe_ffn(Stage& stage, int64_t il, int64_t m) {
     be.moe_route(logits, rp, ids, weights);
 
     const Tensor gate = s.gate_e.rows(0, k * m), up = s.up_e.rows(0, k * m), down = s.down_e.rows(0, k * m);
-    be.matmul_id(w(Role::FfnGateExps), hp.n_expert, h, ids, gate);
-    be.matmul_id(w(Role::FfnUpExps), hp.n_expert, h, ids, up);
+    matmul_id(be, il, Role::FfnGateExps, h, ids, gate);
+    matmul_id(be, il, Role::FfnUpExps, h, ids, up);
     if (!w(Role::FfnGateExpsBias).empty()) be.add_id(gate, w(Role::FfnGateExpsBias), ids, gate);
     if (!w(Role::FfnUpExpsBias).empty()) be.add_id(up, w(Role::FfnUpExpsBias), ids, up);
     if (arch_.activation == FfnActivation::SwigluOai) {
@@ -348,7 +351,7 @@ void Model::moe_ffn(Stage& stage, int64_t il, int64_t m) {
         be.silu(gate, gate);
         be.mul(gate, up, gate);
     }
-    be.matmul_id(w(Role::FfnDownExps), hp.n_expert, gate, ids, down);
+    matmul_id(be, il, Role::FfnDownExps, gate, ids, down);
     if (!w(Role::FfnDownExpsBias).empty()) be.add_id(down, w(Role::FfnDownExpsBias), ids, down);
     be.moe_combine(down, weights, o);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "engine/activation_observer.h"
 #include "engine/arch.h"
 #include "engine/device_layers.h"
 #include "engine/kv_cache.h"
@@ -81,6 +82,10 @@ class Model {
     // The devices and their layer ranges, in order.
     const std::vector<DeviceLayers>& devices() const { return devices_; }
 
+    // Hands every layer matmul's input to `observer` from the next step on (nullptr: none). The
+    // observer must outlive its use; observing copies activations to the host at each matmul.
+    void set_observer(ActivationObserver* observer) { observer_ = observer; }
+
    private:
     struct Stage;
     struct StepInputs;
@@ -96,6 +101,11 @@ class Model {
     // The FFN of a mixture-of-experts layer: o = sum of the chosen experts of h, weighted.
     void moe_ffn(Stage& stage, int64_t il, int64_t m);
     backends::RopeParams rope_params(int64_t il) const;
+    // be.matmul / be.matmul_id with layer il's weight of `role`, shown to the observer first.
+    void matmul(backends::Backend& be, int64_t il, Role role, const backends::Tensor& x, const backends::Tensor& y);
+    void matmul_id(backends::Backend& be, int64_t il, Role role, const backends::Tensor& x, const backends::Tensor& ids,
+                   const backends::Tensor& y);
+    void observe(backends::Backend& be, int64_t il, Role role, const backends::Tensor& x, const backends::Tensor* ids);
 
     models::ModelInfo info_;
     const ArchSpec& arch_;  // before devices_: an unsupported architecture is the first error
@@ -108,6 +118,7 @@ class Model {
     std::vector<float> rope_factors_;  // the frequency divisors RoPE uses (rope_freqs or LongRoPE's)
     std::unique_ptr<StepInputs> inputs_;
     std::vector<float> logits_;  // host copy returned by decode() or embed()
+    ActivationObserver* observer_ = nullptr;
 };
 
 }  // namespace deskside::engine
