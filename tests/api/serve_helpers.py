@@ -36,7 +36,7 @@ def free_port() -> int:
 class Server:
     """A running `deskside serve`; .url, .client(), .get/.post (raw HTTP), .stop()."""
 
-    def __init__(self, model, *args, api_key=None):
+    def __init__(self, model, *args, api_key=None, env=None):
         binary = deskside_binary()
         if not binary.exists():
             pytest.fail(f"{binary} is not built (set DESKSIDE_BUILD)")
@@ -49,7 +49,7 @@ class Server:
         if api_key:
             cmd += ["--api-key", api_key]
         self.log = open(f"/tmp/deskside-serve-{self.port}.log", "w+")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None:
@@ -116,8 +116,8 @@ def started_servers():
     stops every server it started."""
     started = []
 
-    def start(model, *args, api_key=None):
-        s = Server(model, *args, api_key=api_key)
+    def start(model, *args, api_key=None, env=None):
+        s = Server(model, *args, api_key=api_key, env=env)
         started.append(s)
         return s
 
