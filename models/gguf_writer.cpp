@@ -98,25 +98,43 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
     metadata_.emplace_back(key, std::move(value));
 }
 
-void GgufWriter::add_tensor(const std::string& name, quant::TypeId type, std::vector<int64_t> shape,
-                            std::span<const uint8_t> data) {
+void GgufWriter::remove(const std::string& key) {
+    std::erase_if(metadata_, [&](const auto& kv) { return kv.first == key; });
+}
+
+void GgufWriter::check_new_tensor(const std::string& name, quant::TypeId type,
+                                  const std::vector<int64_t>& shape) const {
     for (const PendingTensor& t : tensors_) {
         if (t.name == name) throw GgufError("GGUF writer: duplicate tensor '" + name + "'");
     }
     if (shape.empty() || shape.size() > GgufFile::kMaxDims)
         throw GgufError("GGUF writer: tensor '" + name + "': rank must be 1.." + std::to_string(GgufFile::kMaxDims));
-    const quant::TypeInfo& info = quant::type_info(type);
-    int64_t n = 1;
     for (int64_t d : shape) {
         if (d < 0) throw GgufError("GGUF writer: tensor '" + name + "': negative dimension");
-        n *= d;
     }
-    if (shape[0] % info.block_size != 0)
+    if (shape[0] % quant::type_info(type).block_size != 0)
         throw GgufError("GGUF writer: tensor '" + name + "': row length is not a multiple of the block size");
-    if (quant::row_bytes(type, n) != data.size())
+}
+
+size_t GgufWriter::tensor_bytes(const PendingTensor& t) const {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    return quant::row_bytes(t.type, n);
+}
+
+void GgufWriter::add_tensor(const std::string& name, quant::TypeId type, std::vector<int64_t> shape,
+                            std::span<const uint8_t> data) {
+    check_new_tensor(name, type, shape);
+    PendingTensor t{name, type, std::move(shape), data, true};
+    if (tensor_bytes(t) != data.size())
         throw GgufError("GGUF writer: tensor '" + name + "': " + std::to_string(data.size()) + " bytes given, " +
-                        std::to_string(quant::row_bytes(type, n)) + " expected");
-    tensors_.push_back({name, type, std::move(shape), data});
+                        std::to_string(tensor_bytes(t)) + " expected");
+    tensors_.push_back(std::move(t));
+}
+
+void GgufWriter::add_tensor(const std::string& name, quant::TypeId type, std::vector<int64_t> shape) {
+    check_new_tensor(name, type, shape);
+    tensors_.push_back({name, type, std::move(shape), {}, false});
 }
 
 size_t GgufWriter::alignment() const {
@@ -149,7 +167,7 @@ std::vector<uint8_t> GgufWriter::header_bytes() const {
         for (int64_t d : t.shape) sink.pod<uint64_t>(static_cast<uint64_t>(d));
         sink.pod<uint32_t>(static_cast<uint32_t>(t.type));
         sink.pod<uint64_t>(offset);
-        offset += padded(t.data.size());
+        offset += padded(tensor_bytes(t));
     }
     if (!tensors_.empty()) sink.pad_to(align);
     return out;
@@ -163,6 +181,7 @@ size_t GgufWriter::padded(size_t n) const {
 std::vector<uint8_t> GgufWriter::to_bytes() const {
     std::vector<uint8_t> out = header_bytes();
     for (const PendingTensor& t : tensors_) {
+        if (!t.has_data) throw GgufError("GGUF writer: tensor '" + t.name + "' was declared without its data");
         out.insert(out.end(), t.data.begin(), t.data.end());
         out.resize(out.size() + padded(t.data.size()) - t.data.size(), 0);
     }
@@ -170,34 +189,84 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-    const std::vector<uint8_t> header = header_bytes();
-    const std::string tmp = path + ".part";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw GgufError(path + ": cannot create: " + std::strerror(errno));
-    static const uint8_t kZeros[64] = {};
-    bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
     for (const PendingTensor& t : tensors_) {
-        if (!ok) break;
-        ok = std::fwrite(t.data.data(), 1, t.data.size(), f) == t.data.size();
-        size_t pad = padded(t.data.size()) - t.data.size();
-        while (ok && pad > 0) {
-            const size_t n = std::min(pad, sizeof kZeros);
-            ok = std::fwrite(kZeros, 1, n, f) == n;
-            pad -= n;
-        }
+        if (!t.has_data) throw GgufError("GGUF writer: tensor '" + t.name + "' was declared without its data");
     }
-    ok = ok && std::fflush(f) == 0;
+    Stream out = begin(path);
+    for (const PendingTensor& t : tensors_) out.append(t.data);
+    out.commit();
+}
+
+GgufWriter::Stream GgufWriter::begin(const std::string& path) const { return Stream(*this, path); }
+
+GgufWriter::Stream::Stream(const GgufWriter& writer, std::string path)
+    : writer_(&writer), path_(std::move(path)), tmp_(path_ + ".part") {
+    const std::vector<uint8_t> header = writer.header_bytes();
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    if (!file_) throw GgufError(path_ + ": cannot create: " + std::strerror(errno));
+    if (std::fwrite(header.data(), 1, header.size(), file_) != header.size()) fail("write failed");
+}
+
+GgufWriter::Stream::Stream(Stream&& other) noexcept
+    : writer_(other.writer_), path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), file_(other.file_),
+      next_(other.next_) {
+    other.file_ = nullptr;
+}
+
+GgufWriter::Stream::~Stream() {
+    if (!file_) return;
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+}
+
+void GgufWriter::Stream::fail(const std::string& what) {
     const int err = errno;
-    std::fclose(f);
-    if (!ok) {
-        std::remove(tmp.c_str());
-        throw GgufError(path + ": write failed: " + std::strerror(err));
+    std::fclose(file_);
+    file_ = nullptr;
+    std::remove(tmp_.c_str());
+    throw GgufError(path_ + ": " + what + (err ? std::string(": ") + std::strerror(err) : std::string()));
+}
+
+void GgufWriter::Stream::append(std::span<const uint8_t> data) {
+    if (!file_) throw GgufError(path_ + ": the stream is closed");
+    if (next_ >= writer_->tensors_.size()) fail("more tensors appended than declared");
+    const PendingTensor& t = writer_->tensors_[next_];
+    const size_t want = writer_->tensor_bytes(t);
+    errno = 0;
+    if (data.size() != want) {
+        fail("tensor '" + t.name + "': " + std::to_string(data.size()) + " bytes given, " + std::to_string(want) +
+             " expected");
+    }
+    static const uint8_t kZeros[64] = {};
+    bool ok = std::fwrite(data.data(), 1, data.size(), file_) == data.size();
+    size_t pad = writer_->padded(want) - want;
+    while (ok && pad > 0) {
+        const size_t n = std::min(pad, sizeof kZeros);
+        ok = std::fwrite(kZeros, 1, n, file_) == n;
+        pad -= n;
+    }
+    if (!ok) fail("write failed");
+    ++next_;
+}
+
+void GgufWriter::Stream::commit() {
+    if (!file_) throw GgufError(path_ + ": the stream is closed");
+    errno = 0;
+    if (next_ != writer_->tensors_.size()) {
+        fail("tensor '" + writer_->tensors_[next_].name + "' was never appended");
+    }
+    if (std::fflush(file_) != 0) fail("write failed");
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!closed) {
+        std::remove(tmp_.c_str());
+        throw GgufError(path_ + ": write failed");
     }
     std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
+    std::filesystem::rename(tmp_, path_, ec);
     if (ec) {
-        std::remove(tmp.c_str());
-        throw GgufError(path + ": cannot move into place: " + ec.message());
+        std::remove(tmp_.c_str());
+        throw GgufError(path_ + ": cannot move into place: " + ec.message());
     }
 }
 

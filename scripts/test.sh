@@ -21,12 +21,16 @@ if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
 fi
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
-export DESKSIDE_SANITIZED=1  # tests that measure memory skip themselves (ASan's quarantine)
+export DESKSIDE_SANITIZED=1  # tests that measure memory run their server without ASan's quarantine
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 [ "${CI:-}" != true ] || export DESKSIDE_REQUIRE_DEVICES="${DESKSIDE_REQUIRE_DEVICES:-vulkan0}"  # CI has lavapipe
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 1500) || status=1
 scripts/fuzz-models.sh "$build" --quick || status=1  # broken model files through inspect/generate (~2 min)
 
+# The peer llama.cpp tools tests/py/test_quantize.py compares against (built once, then cached).
+peer_log="$build/peer-build.log"
+DESKSIDE_PEER_TARGETS="llama-quantize llama-completion" scripts/build-llama-cpp.sh --jobs "$(nproc)" > "$peer_log" 2>&1 \
+  || { tail -n 40 "$peer_log"; exit 1; }
 DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py tests/api tests/security
 rc=$?
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.

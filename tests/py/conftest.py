@@ -47,6 +47,21 @@ def shared() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def peer_bin() -> pathlib.Path:
+    """The bin directory of the peer llama.cpp build (scripts/build-llama-cpp.sh; scripts/test.sh builds
+    the tools the tests run), or DESKSIDE_PEER_BIN."""
+    from required import skip_or_fail
+
+    if os.environ.get("DESKSIDE_PEER_BIN"):
+        return pathlib.Path(os.environ["DESKSIDE_PEER_BIN"])
+    peer = pathlib.Path(os.environ.get("DESKSIDE_PEER_DIR", pathlib.Path.home() / ".cache" / "deskside" / "peer"))
+    found = sorted(peer.glob("build-*/bin/llama-quantize"))
+    if not found:
+        skip_or_fail(f"no peer llama.cpp build under {peer} (scripts/build-llama-cpp.sh)")
+    return found[-1].parent
+
+
+@pytest.fixture(scope="session")
 def grammar_tool() -> pathlib.Path:
     path = build_dir() / "tests" / "grammar_tool"
     if not path.exists():
