@@ -7,6 +7,7 @@
 
 #include "backends/devices.h"
 #include "models/model.h"
+#include "models/quantize.h"
 #include "models/store/resolve.h"
 
 namespace deskside::cli {
@@ -27,7 +28,8 @@ DeviceFlags read_device_flags(Args& args) {
     if (cpu_moe && n_cpu_moe) throw UsageError("give --cpu-moe (every layer) or --n-cpu-moe N, not both");
     if (n_cpu_moe && *n_cpu_moe < 0) throw UsageError("--n-cpu-moe must be >= 0");
     f.cpu_moe_layers = cpu_moe ? engine::kAllExpertLayers : n_cpu_moe.value_or(0);
-    f.given = devices || split || f.cpu_moe_layers > 0;
+    f.quantize = args.value("--quantize");
+    f.given = devices || split || f.cpu_moe_layers > 0 || f.quantize;
     if (devices) {
         f.names = engine::comma_items(*devices);
         for (const std::string& name : f.names)
@@ -62,8 +64,38 @@ engine::ExpertOffload expert_offload(const models::ModelInfo& info, const Device
     }
 }
 
+namespace {
+
+// Quantizes `info` in memory for --quantize TYPE. A model already quantized is refused, as
+// llama-quantize refuses it without --allow-requantize: quantizing again compounds the error of
+// both quantizations, and the user most likely meant the F16/BF16 original.
+models::ModelInfo quantize_at_load(const models::ModelInfo& info, const std::string& type, int n_threads) {
+    for (const models::Tensor& t : info.tensors) {
+        if (t.type != quant::TypeId::F32 && t.type != quant::TypeId::F16 && t.type != quant::TypeId::BF16) {
+            throw UsageError("--quantize " + type + ": " + info.path + " is already quantized (tensor " + t.name + " is " +
+                             std::string(quant::type_info(t.type).name) +
+                             "); load it without --quantize, or quantize its F32/F16/BF16 original");
+        }
+    }
+    models::QuantizeSpec spec;
+    spec.type = type;
+    spec.threads = n_threads;
+    try {
+        return models::quantize_in_memory(info, spec);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError("--quantize " + type + ": " + e.what());
+    }
+}
+
+}  // namespace
+
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
                           const DeviceFlags& flags, const engine::EngineOptions& options, engine::MemoryNeeds& needs) {
+    if (flags.quantize) {  // the plan of the weights as --quantize will make them
+        DeviceFlags as_stored = flags;
+        as_stored.quantize.reset();
+        return plan_devices(quantize_at_load(info, *flags.quantize, 0), devices, as_stored, options, needs);
+    }
     const engine::ExpertOffload experts = expert_offload(info, flags);
     try {
         needs = engine::memory_needs(info, options.cache, options.n_batch);
@@ -88,8 +120,11 @@ engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& f
                                     int64_t n_parallel, int n_threads) {
     // Names and the split are checked (UsageError) before the loader opens anything.
     const std::vector<engine::PlanDevice> devices = plan_device_list(flags);
+    DeviceFlags as_stored = flags;
+    as_stored.quantize.reset();
+    if (flags.quantize) file.info = quantize_at_load(file.info, *flags.quantize, n_threads);
     engine::MemoryNeeds needs;
-    plan_devices(file.info, devices, flags, options, needs);
+    plan_devices(file.info, devices, as_stored, options, needs);
     return engine::load_model(std::move(file), device_request(flags, n_parallel, n_threads), options);
 }
 

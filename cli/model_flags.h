@@ -24,9 +24,13 @@ namespace deskside::cli {
 struct DeviceFlags {
     std::vector<std::string> names{"cpu"};  // as backends::list_devices() names them; may repeat
     engine::SplitSpec split;                // auto when absent
-    bool given = false;                     // --devices or --split was on the command line
+    bool given = false;                     // --devices, --split, --cpu-moe or --quantize was on the command line
     bool peer_access = false;               // --peer-access
     int64_t cpu_moe_layers = 0;             // --cpu-moe (engine::kAllExpertLayers) / --n-cpu-moe N
+    // --quantize TYPE: the weights are quantized in memory at load (models/quantize.h), so a
+    // Hugging Face checkpoint or an F16 GGUF runs as the quantized file would. Read here, with the
+    // placement flags, because every model-running command loads through load_on_devices.
+    std::optional<std::string> quantize;
 };
 
 // The --help lines of DeviceFlags, a literal to concatenate into the commands' usage text.
@@ -38,7 +42,9 @@ struct DeviceFlags {
     "                           some boards corrupt peer copies)\n"                                 \
     "  --cpu-moe                mixture-of-experts models: keep every layer's experts in host\n"   \
     "                           memory and run them on the CPU (the rest on --devices)\n"          \
-    "  --n-cpu-moe N            the same for the experts of the first N layers only\n"
+    "  --n-cpu-moe N            the same for the experts of the first N layers only\n"           \
+    "  --quantize TYPE          quantize the weights at load, as `deskside quantize --type TYPE`\n" \
+    "                           would (Q8_0, Q4_K_M, ...); the model must be F32, F16 or BF16\n"
 
 struct ModelFlags {
     std::string model_path;
@@ -48,18 +54,20 @@ struct ModelFlags {
     DeviceFlags devices;
 };
 
-// Reads --devices and --split. Throws UsageError for an empty entry or a bad ratio.
+// Reads --devices, --split, --cpu-moe / --n-cpu-moe and --quantize. Throws UsageError for an
+// empty entry or a bad ratio.
 DeviceFlags read_device_flags(Args& args);
 
 // The --devices entries with the free memory backends::list_devices() reports. Throws
 // UsageError for an unknown or unusable name, listing the usable ones.
 std::vector<engine::PlanDevice> plan_device_list(const DeviceFlags& flags);
 
-// The placement plan of `info` on `devices` with `options`' cache and batch; opens nothing. Fills
-// `needs`. Throws UsageError when the model cannot be split that way (more devices than layers).
 // `flags`' expert offload on `info` (engine::expert_offload). Throws UsageError for a dense model.
 engine::ExpertOffload expert_offload(const models::ModelInfo& info, const DeviceFlags& flags);
 
+// The placement plan of `info` on `devices` with `options`' cache and batch; opens nothing. Fills
+// `needs`. Throws UsageError when the model cannot be split that way (more devices than layers).
+// With --quantize, the plan of the weights as quantized (quantized here, then dropped).
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
                           const DeviceFlags& flags, const engine::EngineOptions& options, engine::MemoryNeeds& needs);
 
@@ -67,7 +75,8 @@ engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine:
 engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_parallel, int n_threads);
 
 // engine::load_model with UsageError for bad device names and splits (the loader's
-// std::invalid_argument); the rest propagates (a plan that does not fit, a file that cannot load).
+// std::invalid_argument) and for --quantize on a model that is already quantized or an unknown
+// type; the rest propagates (a plan that does not fit, a file that cannot load).
 engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags, const engine::EngineOptions& options,
                                     int64_t n_parallel, int n_threads);
 

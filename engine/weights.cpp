@@ -29,6 +29,14 @@ std::vector<Part> fused_parts(Role r, const models::Hparams& hp) {
     return {};
 }
 
+bool is_norm_role(Role r) {
+    switch (r) {
+        case Role::OutputNorm: case Role::AttnNorm: case Role::AttnQNorm: case Role::AttnKNorm: case Role::PostAttnNorm:
+        case Role::FfnNorm: case Role::PostFfnNorm: return true;
+        default: return false;
+    }
+}
+
 int64_t outer_rows(const std::vector<int64_t>& shape) {
     int64_t rows = 1;
     for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
@@ -49,6 +57,8 @@ backends::Tensor ModelWeights::place(const models::ModelInfo& info, const models
         // rare file that stores them otherwise. Per-expert biases are [n, n_expert].
         std::vector<float> values(static_cast<size_t>(shape[0] * rows));
         traits->to_float(t.data, values.data(), shape[0] * rows);
+        if (info.hparams.norm_weight_plus_one && is_norm_role(role))
+            for (float& v : values) v += 1.0f;  // Gemma checkpoints store w for x * (1 + w)
         auto buf = backend.alloc(values.size() * sizeof(float));
         backend.upload(*buf, 0, values.data(), values.size() * sizeof(float));
         backends::Tensor out = backends::make_tensor(buf.get(), 0, quant::TypeId::F32, shape[0], rows);

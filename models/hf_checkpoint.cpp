@@ -135,10 +135,13 @@ void check_vocab_tensor(const ModelInfo& m, const std::string& gguf, const std::
 }  // namespace
 
 ModelInfo load_hf_checkpoint(const std::string& dir) {
-    const fs::path d(dir);
-    const std::string config_path = (d / "config.json").string();
+    const std::string config_path = (fs::path(dir) / "config.json").string();
     if (!fs::is_regular_file(config_path)) throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
-    const HfConfig cfg = parse_hf_config(read_json_file(config_path), config_path);
+    return load_hf_checkpoint(dir, parse_hf_config(read_json_file(config_path), config_path));
+}
+
+ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
+    const fs::path d(dir);
     auto files = std::make_shared<const std::vector<SafetensorsFile>>(open_safetensors(d));
 
     ModelInfo m;

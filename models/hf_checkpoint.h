@@ -14,4 +14,8 @@ namespace deskside::models {
 // naming the file, the field or tensor, and the byte offset where there is one.
 ModelInfo load_hf_checkpoint(const std::string& dir);
 
+struct HfConfig;
+// The same with config.json already read into `config` (hf_config.h).
+ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& config);
+
 }  // namespace deskside::models

@@ -200,6 +200,10 @@ HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) 
     out.bos_token_id = token_id(f, root, "bos_token_id");
     out.eos_token_id = token_id(f, root, "eos_token_id");
     out.pad_token_id = token_id(f, root, "pad_token_id");
+    out.stated = config;
+    if (const nlohmann::json* tc = root.get("text_config"); tc && tc->is_object()) {
+        for (const auto& [k, v] : tc->items()) out.stated[k] = v;
+    }
     return out;
 }
 

@@ -24,6 +24,9 @@ struct HfConfig {
     bool tie_word_embeddings = false;
     // Special token ids as config.json states them (the first one where eos_token_id is a list).
     std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
+    // config.json's own fields, text_config's over the root's, without the family defaults: what
+    // llama.cpp's converter reads (it writes a key only where the config states the field).
+    nlohmann::json stated;
 };
 
 // `config` is config.json's content; `path` names it in errors. Throws HfCheckpointError naming

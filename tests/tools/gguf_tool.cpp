@@ -8,12 +8,15 @@
 //     {"metadata": [[key, type, value], ...], "tensors": [[name, [dims...], [floats...]], ...]}
 //     type is a GGUF type name (u8 ... f64, bool, string) or {"array": ELEM}; nested arrays
 //     use {"array": {"array": ELEM}}.
+//   gguf_tool hf-metadata DIR OUT  a tensor-less GGUF holding models::hf_gguf_metadata(DIR)
+//                                (tests/py/test_hf_export.py compares it with gguf-py's reading)
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "models/gguf.h"
 #include "models/gguf_writer.h"
+#include "models/hf_gguf_metadata.h"
 #include "quant/quant.h"
 
 using deskside::models::GgufArray;
@@ -59,7 +62,7 @@ GgufValue value_from_json(const nlohmann::json& type, const nlohmann::json& v) {
 
 int main(int argc, char** argv) {
     if (argc != 4) {
-        std::fprintf(stderr, "usage: gguf_tool copy IN OUT | dequantize IN OUT | from-json SPEC OUT\n");
+        std::fprintf(stderr, "usage: gguf_tool copy IN OUT | dequantize IN OUT | from-json SPEC OUT | hf-metadata DIR OUT\n");
         return 2;
     }
     try {
@@ -69,6 +72,11 @@ int main(int argc, char** argv) {
             const auto in = deskside::models::GgufFile::open(argv[2]);
             for (const auto& [k, v] : in.metadata()) w.set(k, v);
             for (const auto& t : in.tensors()) w.add_tensor(t.name, t.type, t.shape, {t.data, t.n_bytes});
+            w.write(argv[3]);
+            return 0;
+        }
+        if (mode == "hf-metadata") {
+            for (auto& [k, v] : deskside::models::hf_gguf_metadata(argv[2])) w.set(k, std::move(v));
             w.write(argv[3]);
             return 0;
         }
