@@ -30,9 +30,12 @@ extern const Command kGenerateCommand;
 extern const Command kChatCommand;
 extern const Command kServeCommand;
 extern const Command kBenchCommand;
+extern const Command kScoreCommand;
 extern const Command kPullCommand;
 extern const Command kListCommand;
 extern const Command kRmCommand;
 extern const Command kDevicesCommand;
+extern const Command kImatrixCommand;
+extern const Command kQuantizeCommand;
 
 }  // namespace deskside::cli

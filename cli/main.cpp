@@ -18,10 +18,13 @@ std::span<const Command> commands() {
         &kChatCommand,
         &kServeCommand,
         &kBenchCommand,
+        &kScoreCommand,
         &kPullCommand,
         &kListCommand,
         &kRmCommand,
         &kDevicesCommand,
+        &kImatrixCommand,
+        &kQuantizeCommand,
     };
     static const auto kTable = [] {
         std::vector<Command> out;
