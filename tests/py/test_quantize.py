@@ -132,18 +132,23 @@ def completion_text(peer_bin, model, prompt, n):
     return max(outputs, key=len)
 
 
-@pytest.mark.parametrize("model,qtype", [("stories260K", "Q4_0"), ("stories260K", "Q8_0"), ("synth-k", "Q4_K_M")])
-def test_llama_completion_generates_as_deskside(deskside_bin, shared, peer_bin, tmp_path, model, qtype):
-    out = tmp_path / "q.gguf"
-    quantize(deskside_bin, shared / "models" / f"{model}.gguf", out, "--type", qtype)
-    prompt, n = "Once upon a time", 16
-    theirs = completion_text(peer_bin, out, prompt, n)
-    r = subprocess.run([str(deskside_bin), "generate", "-m", str(out), "-p", prompt, "-n", str(n), "--temp", "0",
+def assert_generates_as_llama(deskside_bin, peer_bin, model, prompt="Once upon a time", n=16):
+    """`deskside generate` and llama-completion give the same greedy text on `model`."""
+    theirs = completion_text(peer_bin, model, prompt, n)
+    r = subprocess.run([str(deskside_bin), "generate", "-m", str(model), "-p", prompt, "-n", str(n), "--temp", "0",
                         "-t", "2"], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
     # deskside prints a byte that cannot start or continue UTF-8 as U+FFFD, as Python's "replace" does.
     ours = r.stdout.decode("utf-8").strip()
-    assert ours and ours == theirs.decode("utf-8", "replace").strip().removesuffix("[end of text]").strip()
+    theirs = theirs.decode("utf-8", "replace").strip().removesuffix("[end of text]").strip()
+    assert theirs and ours == theirs, f"deskside: {ours!r}\nllama-completion: {theirs!r}"
+
+
+@pytest.mark.parametrize("model,qtype", [("stories260K", "Q4_0"), ("stories260K", "Q8_0"), ("synth-k", "Q4_K_M")])
+def test_llama_completion_generates_as_deskside(deskside_bin, shared, peer_bin, tmp_path, model, qtype):
+    out = tmp_path / "q.gguf"
+    quantize(deskside_bin, shared / "models" / f"{model}.gguf", out, "--type", qtype)
+    assert_generates_as_llama(deskside_bin, peer_bin, out)
 
 
 def no_output_left(tmp_path, out):

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 from test_hf_export import METADATA_DIFFERENCES, MODELS, SCRIPT, greedy, kv, run, sources  # noqa: F401 (fixture)
-from test_quantize import completion_text
+from test_quantize import assert_generates_as_llama
 
 QUANT_KEYS = ["general.quantization_version", "general.file_type"]
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "IQ4_XS"]
@@ -128,11 +128,4 @@ def test_bf16_checkpoint_file_generates_as_quantize_at_load(deskside_bin, checkp
                                          ("synth-gemma3", "Q8_0")])
 def test_llama_completion_generates_as_deskside(deskside_bin, peer_bin, checkpoint, tmp_path, name, qtype):
     out = quantize(deskside_bin, checkpoint(name, "f32"), tmp_path / "q.gguf", qtype)
-    prompt, n = "Once upon a time", 16
-    theirs = completion_text(peer_bin, out, prompt, n)
-    r = subprocess.run([str(deskside_bin), "generate", "-m", str(out), "-p", prompt, "-n", str(n), "--temp", "0",
-                        "-t", "2"], capture_output=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    ours = r.stdout.decode("utf-8").strip()
-    theirs = theirs.decode("utf-8", "replace").strip().removesuffix("[end of text]").strip()
-    assert theirs and ours == theirs, f"deskside: {ours!r}\nllama-completion: {theirs!r}"
+    assert_generates_as_llama(deskside_bin, peer_bin, out)
