@@ -116,17 +116,19 @@ def test_requantize_equals_llama_quantize(deskside_bin, shared, peer_bin, tmp_pa
 
 def completion_text(peer_bin, model, prompt, n):
     """llama-completion's greedy text (bytes: a random model's tokens need not end on UTF-8
-    boundaries). It prints tokens through llama.cpp's asynchronous log, which on a loaded machine
-    sometimes loses the tail at exit; greedy decoding prints the same text every time, so the
-    longest of (at least) three runs is its text, up to eight while
-    every run printed nothing."""
+    boundaries). It prints tokens through llama.cpp's asynchronous log thread; with OpenMP's
+    spinning workers on a 2-core machine that thread loses everything after "generate:" in about
+    two runs of three (seen 2026-12-03: 8 of 10 runs printed nothing). OMP_WAIT_POLICY=passive
+    makes the workers sleep (40 of 40 runs printed under load); the longest of three runs
+    (up to eight while all printed nothing) guards the rest."""
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
     outputs = []
     for _ in range(8):
         if len(outputs) >= 3 and max(map(len, outputs)) > 0:
             break
         r = subprocess.run([str(peer_bin / "llama-completion"), "-m", str(model), "-p", prompt, "-n", str(n),
                             "--temp", "0", "-no-cnv", "--no-warmup", "-t", "2", "-c", "256", "--no-display-prompt"],
-                           capture_output=True, timeout=300)
+                           capture_output=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, r.stderr[-3000:]
         outputs.append(r.stdout)
     return max(outputs, key=len)
