@@ -178,9 +178,12 @@ TEST_CASE(
     "matmul_id: each row is its expert's matrix times x, matmul's bits, "
     "alone or in a batch",
     "[cpu-ops][moe]") {
-    // The expert weight types of ../shared/models/synth-qwen3moe-*.gguf, and Q4_0 (an x8 layout with block
-    // sums). n_out 16: each expert whole x8 groups; n_out 12: groups straddle experts.
-    for (const TypeId type : {TypeId::F32, TypeId::Q8_0, TypeId::Q4_K, TypeId::Q6_K, TypeId::Q4_0}) {
+    // The expert weight types of ../shared/models/synth-qwen3moe-*.gguf, Q4_0 (an x8 layout with block
+    // sums), and the other K-quants llama-quantize's mixes give expert tensors (Q2_K/Q3_K in the low-bit
+    // mixes, Q5_K in Q4_K_M/Q5_K_M). n_out 16: each expert whole x8 groups; n_out 12: groups straddle
+    // experts.
+    for (const TypeId type : {TypeId::F32, TypeId::Q8_0, TypeId::Q4_K, TypeId::Q6_K, TypeId::Q4_0, TypeId::Q2_K,
+                              TypeId::Q3_K, TypeId::Q5_K}) {
         for (const int64_t n_out : {int64_t{16}, int64_t{12}}) {
             const int64_t k = 512, n_expert = 6, n_used = 3,
                           n = 70;  // n > 64: an expert's columns span tasks

@@ -266,6 +266,27 @@ TEST_CASE("vulkan activation quantizers write the CPU's Q8_0, Q8_1 and Q8_K byte
     // Q8_K over the same values in blocks of 256, plus one whose largest magnitude appears with
     // both signs (the first one sets the sign).
     for (int j = 0; j < quant::kQKK; ++j) x.push_back(j == 7 ? -3.0f : j == 9 ? 3.0f : 0.001f * static_cast<float>(j));
+    // And one led by 3 (iscale = -127 / 3, inexact) whose other values are the floats next to
+    // level halves where the rounded product lands on the other side of the half than the exact
+    // one (the levels where fused and unfused rounding differ).
+    {
+        const float iscale = -127.0f / 3.0f;
+        std::vector<float> block = {3.0f};
+        for (int level = -120; level < 120 && block.size() < static_cast<size_t>(quant::kQKK); ++level) {
+            // The 64 floats around the value whose product is the half, in increasing order.
+            float v = (static_cast<float>(level) + 0.5f) / iscale;
+            for (int step = 0; step < 32; ++step) v = std::nextafter(v, -10.0f);
+            for (int step = 0; step < 64 && block.size() < static_cast<size_t>(quant::kQKK); ++step) {
+                v = std::nextafter(v, 10.0f);
+                const volatile float product = iscale * v;  // rounded, not fused
+                const float unfused = std::nearbyint(product);
+                const float fused = std::fma(iscale, v, 12582912.0f) - 12582912.0f;
+                if (unfused != fused) block.push_back(v);
+            }
+        }
+        while (block.size() < static_cast<size_t>(quant::kQKK)) block.push_back(0.0f);
+        x.insert(x.end(), block.begin(), block.end());
+    }
     const int n_k = static_cast<int>(x.size()) / quant::kQKK;
     auto in_k = vk->alloc(static_cast<size_t>(n_k) * quant::kQKK * 4);
     vk->upload(*in_k, 0, x.data() + x.size() - static_cast<size_t>(n_k) * quant::kQKK, static_cast<size_t>(n_k) * quant::kQKK * 4);
@@ -280,18 +301,28 @@ TEST_CASE("vulkan activation quantizers write the CPU's Q8_0, Q8_1 and Q8_K byte
     vk->download(*out_k, 0, got.data(), got.size() * 4);
     std::vector<quant::BlockQ8_K> cpu(n_k);
     quant::activation_from_float(TypeId::Q8_K)(xk.data(), cpu.data(), static_cast<int64_t>(xk.size()));
-    int wrong = 0;
+    int wrong = 0, fused_differs = 0;
     for (int b = 0; b < n_k; ++b) {
         const uint32_t* g = got.data() + 66 * b;
         float max = 0;
         for (int j = 0; j < quant::kQKK; ++j)
             if (std::fabs(xk[static_cast<size_t>(b) * quant::kQKK + j]) > std::fabs(max)) max = xk[static_cast<size_t>(b) * quant::kQKK + j];
         const float iscale = max != 0 ? -127.f / max : 0.0f;
-        wrong += std::memcmp(g, cpu[b].qs, quant::kQKK) != 0 || std::memcmp(&g[64], &cpu[b].d, 4) != 0 ||
+        // The levels as llama.cpp's FMA builds and the CPU backend's AVX2 quantizer round them: the
+        // exact product plus nearest_int's magic number in one FMA (act_quant.glsl); the scalar
+        // reference (quant::activation_from_float) rounds the product first.
+        int8_t fused[quant::kQKK];
+        for (int j = 0; j < quant::kQKK; ++j) {
+            const float shifted = std::fma(iscale, xk[static_cast<size_t>(b) * quant::kQKK + j], 12582912.0f);
+            fused[j] = static_cast<int8_t>(std::min(127, static_cast<int>(shifted - 12582912.0f)));
+            fused_differs += fused[j] != cpu[b].qs[j];
+        }
+        wrong += std::memcmp(g, fused, quant::kQKK) != 0 || std::memcmp(&g[64], &cpu[b].d, 4) != 0 ||
                  std::memcmp(&g[65], &iscale, 4) != 0;
     }
-    INFO("Q8_K blocks: " << n_k);
+    INFO("Q8_K blocks: " << n_k << ", levels where the fused rounding differs from the reference's: " << fused_differs);
     CHECK(wrong == 0);
+    CHECK(fused_differs > 0);  // the data has products that round across a half
 }
 
 }  // namespace deskside::backends
