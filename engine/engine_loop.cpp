@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "engine/grammar.h"
 #include "engine/scheduler.h"
@@ -22,13 +23,16 @@ struct EngineLoop::Job {
         const std::shared_ptr<const GrammarVocab>& vocab)
         : spec(std::move(s)), stream(std::move(st)), choice(c), sampler(spec.sampling, n_vocab) {
         for (const int32_t t : spec.prompt) sampler.accept(t, false);
-        if (spec.grammar) matcher = std::make_unique<GrammarMatcher>(spec.grammar, vocab);
+        if (spec.grammar && spec.grammar_trigger.empty()) matcher = std::make_unique<GrammarMatcher>(spec.grammar, vocab);
+        if (spec.grammar && !spec.grammar_trigger.empty()) this->vocab = vocab;
     }
     JobSpec spec;
     std::shared_ptr<RequestStream> stream;
     size_t choice;
     Sampler sampler;
-    std::unique_ptr<GrammarMatcher> matcher;  // with spec.grammar
+    std::unique_ptr<GrammarMatcher> matcher;  // with spec.grammar (a lazy one: once triggered)
+    std::shared_ptr<const GrammarVocab> vocab;  // a lazy grammar's, until it is triggered
+    std::string trigger_tail;  // a lazy grammar's: the generated text's last bytes, to find the trigger
     Sequence* seq = nullptr;
     std::vector<int32_t> generated;
     int64_t n_fed = 0;   // positions in the KV cache
@@ -430,8 +434,35 @@ void EngineLoop::sample(Job& job, std::span<const float> logits) {
         job.matcher->apply(masked_);
         row = masked_;
     }
-    const int32_t tok = job.sampler.sample(row);
-    if (job.matcher && !job.matcher->accept(tok)) {
+    int32_t tok = job.sampler.sample(row);
+    if (job.vocab && !tokenizer_.is_eog(tok)) {
+        // A lazy grammar not yet triggered: a token that completes the trigger starts it, and one
+        // whose bytes after the trigger it rejects is banned and the draw repeated.
+        const std::string& trigger = job.spec.grammar_trigger;
+        for (int tries = 0;; ++tries) {
+            const std::string window = job.trigger_tail + job.vocab->text(tok);
+            const size_t at = window.find(trigger);
+            if (at == std::string::npos) {
+                job.trigger_tail = window.substr(window.size() - std::min(window.size(), trigger.size() - 1));
+                break;
+            }
+            auto matcher = std::make_unique<GrammarMatcher>(job.spec.grammar, job.vocab);
+            if (matcher->accept_bytes(std::string_view(window).substr(at + trigger.size()))) {
+                job.matcher = std::move(matcher);
+                job.vocab.reset();
+                break;
+            }
+            if (tries == 8) {
+                finish(job, "error", "no token can continue the required format");
+                return;
+            }
+            if (row.data() != masked_.data()) masked_.assign(logits.begin(), logits.end());
+            masked_[static_cast<size_t>(tok)] = -std::numeric_limits<float>::infinity();
+            row = masked_;
+            tok = job.sampler.sample(row);
+            if (tokenizer_.is_eog(tok)) break;
+        }
+    } else if (job.matcher && !job.matcher->accept(tok)) {
         // Every token was masked (or sampling overrode the mask with a bias): no valid continuation.
         finish(job, "error", "no token can continue the required format");
         return;

@@ -48,6 +48,11 @@ struct JobSpec {
     bool prompt_logprobs = false;  // echo with logprobs: score every prompt token
     // Constrains the sampled tokens (structured output, forced tool calls); null: free.
     std::shared_ptr<const Grammar> grammar;
+    // Non-empty: `grammar` is lazy (strict tools with tool_choice auto, as llama.cpp's lazy
+    // grammars): the answer is free until its text contains this string, and from there the text
+    // after it must follow `grammar`. A token that completes the trigger with bytes the grammar
+    // rejects is not drawn.
+    std::string grammar_trigger;
     // An embedding job: the prompt's final hidden states pooled, no tokens; the final event
     // carries the vector (JobEvent::embedding).
     bool embed = false;

@@ -127,6 +127,9 @@ class GrammarMatcher {
     void apply(std::span<float> logits) const;
     // Advances; false (state unchanged) when the token is not allowed.
     bool accept(int32_t token);
+    // Advances over raw bytes (the text after a lazy grammar's trigger); false (state unchanged)
+    // when they cannot continue the grammar.
+    bool accept_bytes(std::string_view bytes);
     bool complete() const;
     // Whether token would be accepted now (the mask bit).
     bool allowed(int32_t token) const;

@@ -299,6 +299,15 @@ bool GrammarMatcher::accept(int32_t token) {
     return true;
 }
 
+bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+    if (ended_) return bytes.empty();
+    if (bytes.empty()) return true;
+    const int32_t next = grammar_->impl().step(state_, bytes);
+    if (next == kDead) return false;
+    state_ = next;
+    return true;
+}
+
 bool GrammarMatcher::complete() const { return ended_ || grammar_->impl().accepting(state_); }
 
 }  // namespace deskside::engine

@@ -527,12 +527,26 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
     if (forced_call && r.response_format.kind != ResponseFormat::Kind::kText)
         throw invalid_param("response_format", "'response_format' cannot be combined with a required or named tool_choice");
     std::shared_ptr<const engine::Grammar> grammar;
-    if (forced_call) grammar = tool_call_grammar(r.tools, tool_format);
+    std::string trigger;
+    ToolsRequest tools = r.tools;
+    if (forced_call) grammar = tool_call_grammar(tools, tool_format);
+    if (tools.choice == ToolChoice::kAuto && has_strict_function(tools) &&
+        r.response_format.kind == ResponseFormat::Kind::kText) {
+        // Strict tools the model may call or not: a grammar that starts at the call marker.
+        LazyToolGrammar lazy = strict_tool_call_grammar(tools, tool_format, tools.legacy ? "functions" : "tools");
+        grammar = std::move(lazy.grammar);
+        trigger = std::move(lazy.trigger);
+        tools.fenced_calls = false;
+    }
     if (r.response_format.kind != ResponseFormat::Kind::kText) grammar = response_grammar(r.response_format);
-    for (JobSpec& j : jobs) j.grammar = grammar;
-    // With a grammar the answer is the format from its first token: no reasoning block to split.
-    const bool thinks = !grammar && template_thinks(m.chat_template->source());
-    const bool parse_calls = r.tools.parse_calls() && r.response_format.kind == ResponseFormat::Kind::kText;
+    for (JobSpec& j : jobs) {
+        j.grammar = grammar;
+        j.grammar_trigger = trigger;
+    }
+    // With a grammar the answer is the format from its first token: no reasoning block to split
+    // (a lazy one leaves the answer free until a call).
+    const bool thinks = (!grammar || !trigger.empty()) && template_thinks(m.chat_template->source());
+    const bool parse_calls = tools.parse_calls() && r.response_format.kind == ResponseFormat::Kind::kText;
     auto stream = submit(m, std::move(jobs));
     const std::string id = random_id("chatcmpl-");
     const int64_t created = unix_now();
@@ -555,9 +569,9 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
             ordered_json message = {{"role", "assistant"}, {"content", content}, {"refusal", nullptr}};
             std::string finish = choices[i].finish_reason;
             if (parse_calls) {
-                const ParsedToolCalls p = parse_tool_calls(content, tool_format, r.tools);
-                message = tool_message(p, r.tools);
-                finish = tool_finish_reason(finish, p.calls.size(), r.tools);
+                const ParsedToolCalls p = parse_tool_calls(content, tool_format, tools);
+                message = tool_message(p, tools);
+                finish = tool_finish_reason(finish, p.calls.size(), tools);
             }
             if (!reasoning.empty()) message["reasoning_content"] = reasoning;
             arr.push_back({{"index", i},
@@ -580,7 +594,7 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
                                                        {"finish_reason", nullptr}}})));
     const bool logprobs = r.gen.logprobs;
     const auto calls =
-        parse_calls ? std::make_shared<StreamedToolCalls>(r.tools, tool_format, static_cast<size_t>(n)) : nullptr;
+        parse_calls ? std::make_shared<StreamedToolCalls>(tools, tool_format, static_cast<size_t>(n)) : nullptr;
     const auto splitters = thinks ? std::make_shared<std::vector<ReasoningSplitter>>(static_cast<size_t>(n),
                                                                                      ReasoningSplitter(text))
                                   : nullptr;

@@ -75,6 +75,9 @@ struct ToolsRequest {
     std::string forced;     // kNamed: the function's name
     bool parallel = true;   // parallel_tool_calls: more than one call per answer
     bool legacy = false;    // the request used functions/function_call: answer with message.function_call
+    // ```json fenced blocks count as calls; not where strict tools are enforced with tool_choice
+    // auto, since only the format's marker starts the grammar there (a fenced call would escape it).
+    bool fenced_calls = true;
     bool parse_calls() const { return choice != ToolChoice::kNone; }
     const ToolFunction* find(const std::string& name) const;
 };

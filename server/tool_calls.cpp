@@ -243,7 +243,7 @@ bool ToolCallStream::step_text(bool final, std::vector<ToolCallEvent>& out) {
     size_t pos = std::string::npos;
     Markers opened;
     for (const Markers& candidate : {m, kFence}) {
-        if (candidate.open.empty()) continue;
+        if (candidate.open.empty() || (candidate.open == kFence.open && !tools_.fenced_calls)) continue;
         if (const size_t p = buf_.find(candidate.open); p < pos) {
             pos = p;
             opened = candidate;
@@ -479,17 +479,24 @@ engine::GrammarBuilder::Rule xml_call_rule(engine::GrammarBuilder& b, const Tool
 
 }  // namespace
 
-std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& tools, ToolFormat format) {
-    using Rule = engine::GrammarBuilder::Rule;
+namespace {
+
+using Rule = engine::GrammarBuilder::Rule;
+
+// `before`, `middle`, `after` in sequence (empty literals left out).
+Rule in_sequence(engine::GrammarBuilder& b, std::string_view before, Rule middle, std::string_view after) {
+    std::vector<Rule> parts;
+    if (!before.empty()) parts.push_back(b.literal(before));
+    parts.push_back(middle);
+    if (!after.empty()) parts.push_back(b.literal(after));
+    return parts.size() == 1 ? middle : b.sequence(std::move(parts));
+}
+
+// One call of any of the request's functions (the forced one for a named tool_choice), its
+// arguments valid against the function's parameters. `strict_only`: a function that is not strict
+// and whose parameters cannot be enforced takes any JSON object instead of a 400.
+Rule call_rule(engine::GrammarBuilder& b, const ToolsRequest& tools, ToolFormat format, bool strict_only) {
     const ToolCallSyntax& syntax = tool_call_syntax(format);
-    engine::GrammarBuilder b;
-    const auto sequence = [&](std::string_view before, Rule middle, std::string_view after) {
-        std::vector<Rule> parts;
-        if (!before.empty()) parts.push_back(b.literal(before));
-        parts.push_back(middle);
-        if (!after.empty()) parts.push_back(b.literal(after));
-        return parts.size() == 1 ? middle : b.sequence(std::move(parts));
-    };
     std::vector<Rule> calls;
     for (size_t i = 0; i < tools.functions.size(); ++i) {
         const ToolFunction& f = tools.functions[i];
@@ -500,18 +507,62 @@ std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& too
             "{\"name\": " + ordered_json(f.name).dump() + ", \"" + std::string(syntax.arguments_key) + "\": ";
         try {
             calls.push_back(format == ToolFormat::kQwen3Xml ? xml_call_rule(b, f, schema)
-                                                            : sequence(head, b.json_schema(schema), "}"));
+                                                            : in_sequence(b, head, b.json_schema(schema), "}"));
         } catch (const engine::SchemaError& e) {
+            if (strict_only && !f.strict) {
+                if (format == ToolFormat::kQwen3Xml)
+                    calls.push_back(xml_call_rule(b, f, nlohmann::ordered_json{{"type", "object"}}));
+                else
+                    calls.push_back(in_sequence(b, head, b.any_json_object(), "}"));
+                continue;
+            }
             const std::string param = tools.legacy ? "functions[" + std::to_string(i) + "].parameters"
                                                    : "tools[" + std::to_string(i) + "].function.parameters";
-            throw invalid_param(param, "'" + param + "' cannot be enforced for tool_choice: " + e.what());
+            throw invalid_param(param, "'" + param + "' cannot be enforced" +
+                                           std::string(strict_only ? " for a strict tool" : " for tool_choice") +
+                                           ": " + e.what());
         }
     }
-    const Rule call = calls.size() == 1 ? calls[0] : b.choice(calls);
+    return calls.size() == 1 ? calls[0] : b.choice(calls);
+}
+
+}  // namespace
+
+std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& tools, ToolFormat format) {
+    const ToolCallSyntax& syntax = tool_call_syntax(format);
+    engine::GrammarBuilder b;
+    const Rule call = call_rule(b, tools, format, false);
     const int64_t max_calls = tools.choice == ToolChoice::kRequired && tools.parallel ? -1 : 1;
     const Rule separator = b.literal(syntax.separator);
-    if (syntax.per_call) return b.build(b.repeat(sequence(syntax.begin, call, syntax.end), 1, max_calls, separator));
-    return b.build(sequence(syntax.begin, b.repeat(call, 1, max_calls, separator), syntax.end));
+    if (syntax.per_call) return b.build(b.repeat(in_sequence(b, syntax.begin, call, syntax.end), 1, max_calls, separator));
+    return b.build(in_sequence(b, syntax.begin, b.repeat(call, 1, max_calls, separator), syntax.end));
+}
+
+bool has_strict_function(const ToolsRequest& tools) {
+    return std::any_of(tools.functions.begin(), tools.functions.end(), [](const ToolFunction& f) { return f.strict; });
+}
+
+LazyToolGrammar strict_tool_call_grammar(const ToolsRequest& tools, ToolFormat format, std::string_view param) {
+    // The trigger must be text the model prints: Hermes/Qwen's <tool_call> is. Llama 3's calls are
+    // bare JSON (or follow <|python_tag|>, a control token the text never shows) and Mistral's
+    // [TOOL_CALLS] is a control token too, so nothing in their text marks a call's start.
+    if (format != ToolFormat::kHermes && format != ToolFormat::kQwen3Xml)
+        throw ApiError(400,
+                       "strict tools with tool_choice \"auto\" are enforced only for call formats with a printed "
+                       "marker (hermes, qwen3_coder); this model's is " + std::string(tool_format_name(format)) +
+                           ": use tool_choice \"required\" or a named function (enforced in every format), or "
+                           "strict: false",
+                       std::string(param), "unsupported_parameter");
+    const ToolCallSyntax& syntax = tool_call_syntax(format);
+    constexpr std::string_view kTrigger = "<tool_call>";
+    engine::GrammarBuilder b;
+    const Rule call = call_rule(b, tools, format, true);
+    // After the trigger: the rest of the first call's envelope, then (with parallel_tool_calls)
+    // more calls; the answer ends after the last one, as the required grammar's does.
+    const Rule first = in_sequence(b, syntax.begin.substr(kTrigger.size()), call, syntax.end);
+    const Rule more = b.sequence({b.literal(syntax.separator), in_sequence(b, syntax.begin, call, syntax.end)});
+    const Rule root = tools.parallel ? b.sequence({first, b.repeat(more, 0, -1)}) : first;
+    return {b.build(root), std::string(kTrigger)};
 }
 
 }  // namespace deskside::server

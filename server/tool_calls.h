@@ -133,4 +133,16 @@ ParsedToolCalls parse_tool_calls(std::string_view text, ToolFormat format, const
 // Throws engine::SchemaError when a function's parameters cannot be enforced.
 std::shared_ptr<const engine::Grammar> tool_call_grammar(const ToolsRequest& tools, ToolFormat format);
 
+// Strict tools with tool_choice "auto": a lazy grammar (engine::JobSpec::grammar_trigger) that
+// leaves the answer free until the model opens a call, then holds every call's arguments to its
+// function's parameters (a non-strict function's that cannot be enforced: any object). Only for
+// formats whose call marker is printed text (hermes, qwen3_coder); any other format is a 400 on
+// `param`, as is a strict function whose parameters cannot be enforced.
+struct LazyToolGrammar {
+    std::shared_ptr<const engine::Grammar> grammar;
+    std::string trigger;
+};
+bool has_strict_function(const ToolsRequest& tools);
+LazyToolGrammar strict_tool_call_grammar(const ToolsRequest& tools, ToolFormat format, std::string_view param);
+
 }  // namespace deskside::server

@@ -203,3 +203,45 @@ def test_qwen3_coder_xml_calls(qwen3_coder):
     # The call goes back into the history and renders through the template's XML branch.
     out = c.chat.completions.create(model=M, messages=HISTORY, tools=[TIME, WEATHER], max_tokens=5, temperature=0)
     assert out.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+def strict(tool):
+    return {"type": "function", "function": dict(tool["function"], strict=True)}
+
+
+def test_strict_tools_with_auto_leave_free_text_free(stories):
+    """Strict tools with tool_choice auto: a grammar that starts only at the model's <tool_call>
+    (engine-tested in tests/engine/test_engine_loop.cpp, the grammar in test_tool_calls.cpp).
+    stories260K never writes the marker, so its answer is the free one, streamed or not."""
+    c = stories.client()
+    tools = [strict(WEATHER), TIME]
+    # The free answer: the same prompt (jinja2's rendering, "strict" in it) as a plain completion.
+    free = c.completions.create(model=M, prompt=jinja2_prompt_ids(stories, ASK, tools), max_tokens=24, temperature=0)
+    held = c.chat.completions.create(model=M, messages=ASK, tools=tools, max_tokens=24, temperature=0)
+    assert held.choices[0].message.content == free.choices[0].text
+    assert held.choices[0].finish_reason == free.choices[0].finish_reason
+    chunks = list(c.chat.completions.create(model=M, messages=ASK, tools=tools, max_tokens=24, temperature=0,
+                                            stream=True))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == free.choices[0].text
+
+
+@pytest.fixture(scope="module")
+def llama3_parser(start_server):
+    """stories260K with calls read as Llama 3's bare JSON (--tool-parser llama3)."""
+    from serve_helpers import STORIES
+    return start_server(STORIES, "--chat-template", TEMPLATE, "--tool-parser", "llama3")
+
+
+def test_strict_tools_with_auto_need_a_printed_call_marker(llama3_parser):
+    """Llama 3's calls have no marker in the text to start a grammar at, so strict with auto cannot
+    be honoured there: a 400 naming tools, never a silent drop; forced calls still work."""
+    body = {"model": M, "messages": ASK, "tools": [strict(WEATHER)], "max_tokens": 8}
+    r = llama3_parser.post("/v1/chat/completions", body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "tools" and "llama3" in err["message"] and "required" in err["message"]
+    forced = llama3_parser.post("/v1/chat/completions", dict(body, tool_choice="required", parallel_tool_calls=False,
+                                                                    max_tokens=200))
+    assert forced.status_code == 200, forced.text
+    (call,) = forced.json()["choices"][0]["message"]["tool_calls"]
+    check_weather_args(call["function"]["arguments"])

@@ -6,11 +6,14 @@
 #include <cmath>
 #include <optional>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/engine_loop.h"
+#include "engine/grammar.h"
 #include "engine/model.h"
 #include "models/model.h"
 #include "models/tokenizer/tokenizer.h"
@@ -265,6 +268,51 @@ TEST_CASE("engine loop: a stop string found by the reader ends the job and keeps
     std::vector<JobEvent> f2;
     drain(*again, 1, &f2);
     CHECK(f2[0].cached_tokens == static_cast<int64_t>(j.prompt.size()) - 1);
+}
+
+// Runs one job to the end; returns its text and final event.
+std::pair<std::string, JobEvent> run_text(EngineLoop& loop, const JobSpec& j) {
+    std::string text;
+    const auto stream = loop.submit({j});
+    for (;;) {
+        auto e = stream->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        text += e->text;
+        if (e->done) return {text, *e};
+    }
+}
+
+TEST_CASE("engine loop: a lazy grammar leaves the text free until its trigger, then holds what follows",
+          "[engine-loop]") {
+    Stories st(256, 1);
+    EngineLoopOptions lo;
+    lo.n_ctx = 256;
+    EngineLoop loop(st.model, *st.tokenizer, lo);
+    JobSpec j;
+    j.prompt = st.tokenizer->encode("Once upon a time", true, false);
+    j.max_tokens = 24;
+    j.sampling.temperature = 0;
+    const auto [free_text, free_end] = run_text(loop, j);
+    REQUIRE(free_text.rfind(", there was a little girl", 0) == 0);  // llama.cpp's greedy text
+
+    GrammarBuilder b;
+    j.grammar = b.build(b.literal(" cat."));
+    j.grammar_trigger = " little";
+    const auto [text, end] = run_text(loop, j);
+    CHECK(text == ", there was a little cat.");  // free up to the trigger, then the grammar, then the end
+    CHECK(end.finish_reason == "stop");
+
+    // A token that would complete the trigger with bytes the grammar rejects is not drawn: " little"
+    // completes " lit" with "tle", which "x" does not allow.
+    GrammarBuilder b2;
+    j.grammar = b2.build(b2.literal("x"));
+    j.grammar_trigger = " lit";
+    const auto [banned, banned_end] = run_text(loop, j);
+    INFO(banned);
+    CHECK(banned.find(" little") == std::string::npos);
+    if (const size_t at = banned.find(" lit"); at != std::string::npos) CHECK(banned.substr(at) == " litx");
+    CHECK(banned_end.finish_reason != "error");
+    CHECK(banned.rfind(", there was a", 0) == 0);  // free before the trigger: the greedy text
 }
 
 }  // namespace deskside::engine

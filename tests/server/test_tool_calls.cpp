@@ -513,6 +513,45 @@ TEST_CASE("tool calls: the forcing grammar accepts exactly the family's call for
                               "\"arguments\": {}}]"));
 }
 
+TEST_CASE("tool calls: strict tools with tool_choice auto get a grammar that starts at the call marker",
+          "[tool-calls]") {
+    using deskside::server::strict_tool_call_grammar;
+    ToolsRequest t = tools();
+    t.choice = ToolChoice::kAuto;
+    CHECK_FALSE(deskside::server::has_strict_function(t));
+    t.functions[0].strict = true;
+    CHECK(deskside::server::has_strict_function(t));
+    const auto lazy = strict_tool_call_grammar(t, ToolFormat::kHermes, "tools");
+    CHECK(lazy.trigger == "<tool_call>");
+    // The text after the trigger: the rest of the envelope around a valid call, then more calls.
+    const std::string call = "\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>";
+    CHECK(lazy.grammar->matches(call));
+    CHECK(lazy.grammar->matches(call + "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(lazy.grammar->matches("\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+    CHECK_FALSE(lazy.grammar->matches(call + " and some text"));
+    t.parallel = false;
+    CHECK_FALSE(strict_tool_call_grammar(t, ToolFormat::kHermes, "tools")
+                    .grammar->matches(call + "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));
+    // Formats whose call marker the text does not show cannot start a grammar: a 400 on the field.
+    for (const ToolFormat f : {ToolFormat::kLlama3, ToolFormat::kMistral, ToolFormat::kGeneric}) {
+        try {
+            strict_tool_call_grammar(t, f, "tools");
+            FAIL("no error for " << deskside::server::tool_format_name(f));
+        } catch (const ApiError& e) {
+            CHECK(e.status() == 400);
+            CHECK(e.param() == "tools");
+            CHECK(std::string(e.what()).find("tool_choice \"required\"") != std::string::npos);
+        }
+    }
+    // Where the grammar is lazy, a ```json fenced call (which would escape it) stays content.
+    const std::string fenced = "```json\n{\"name\": \"get_time\", \"arguments\": {}}\n```";
+    CHECK(parse(fenced, ToolFormat::kHermes, t).calls.size() == 1);
+    t.fenced_calls = false;
+    const ParsedToolCalls p = parse(fenced, ToolFormat::kHermes, t);
+    CHECK(p.calls.empty());
+    CHECK(p.content == fenced);
+}
+
 TEST_CASE("tool calls: the request's history is what the jinja2 fixtures render", "[tool-calls]") {
     // tests/templates/cases.json's "tools_parallel" holds an OpenAI request next to the messages and
     // tools that jinja2 rendered for every template: the request must normalize to exactly those.
