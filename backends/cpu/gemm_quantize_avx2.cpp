@@ -110,14 +110,18 @@ void quantize_q8_k_avx2(const float* src, void* dst, int64_t n) {
         }
         const float iscale = -127.f / max;
         const __m256 scale = _mm256_set1_ps(iscale);
-        // nearest_int: add 1.5 * 2^23 and read the integer off the mantissa.
-        const __m256 magic = _mm256_set1_ps(12582912.0f);
+        // nearest_int of the rounded product: the reference adds 1.5 * 2^23 to it and reads the
+        // integer off the mantissa, which is round-half-even of the float product. Rounded here
+        // explicitly: written as a multiply and that add, GCC fused the two into one FMA
+        // (-ffp-contract=fast), rounding the exact product instead, a level off wherever the
+        // product rounds across a half; llama.cpp's quantize_row_q8_K_ref (ggml-base, built
+        // without FMA) and its repacked Q8_K quantizer round the product first.
         for (int blk = 0; blk < quant::kQKK / 32; ++blk) {
             __m256i q[4];
             for (int j = 0; j < 4; ++j) {
-                const __m256 shifted = _mm256_add_ps(_mm256_mul_ps(scale, _mm256_loadu_ps(x + 32 * blk + 8 * j)), magic);
-                const __m256i mant = _mm256_and_si256(_mm256_castps_si256(shifted), _mm256_set1_epi32(0x007FFFFF));
-                q[j] = _mm256_min_epi32(_mm256_sub_epi32(mant, _mm256_set1_epi32(0x00400000)), _mm256_set1_epi32(127));
+                const __m256 product = _mm256_mul_ps(scale, _mm256_loadu_ps(x + 32 * blk + 8 * j));
+                const __m256 level = _mm256_round_ps(product, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[j] = _mm256_min_epi32(_mm256_cvtps_epi32(level), _mm256_set1_epi32(127));
             }
             store_levels(q, y.qs + 32 * blk);
             y.bsums[2 * blk] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));

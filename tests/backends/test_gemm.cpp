@@ -159,6 +159,28 @@ TEST_CASE("AVX2 activation quantizers write the bytes of quant::activation_from_
         std::fill(edge.begin(), edge.begin() + 256, 0.0f);
         edge[256 + 5] = -9.0f, edge[256 + 77] = 9.0f, edge[512 + 3] = 9.0f, edge[512 + 200] = -9.0f;
         inputs.push_back(edge);
+        // Blocks led by 3 (Q8_K's iscale -127 / 3 is inexact) whose other values are the floats
+        // next to level halves where the rounded product and the exact one round to different
+        // levels: the reference (and llama.cpp) rounds the product first; an FMA-fused
+        // multiply-add with nearest_int's magic number (what GCC made of the AVX2 quantizer
+        // until 2026-12-03) does not.
+        std::vector<float> halves;
+        const float iscale = -127.0f / 3.0f;
+        for (int level = -120; level < 120 && halves.size() < static_cast<size_t>(n); ++level) {
+            float v = (static_cast<float>(level) + 0.5f) / iscale;
+            for (int step = 0; step < 32; ++step) v = std::nextafter(v, -10.0f);
+            for (int step = 0; step < 64; ++step) {
+                v = std::nextafter(v, 10.0f);
+                const volatile float product = iscale * v;
+                if (std::nearbyint(product) != std::fma(iscale, v, 12582912.0f) - 12582912.0f) {
+                    if (halves.size() % 256 == 0) halves.push_back(3.0f);
+                    if (halves.size() < static_cast<size_t>(n)) halves.push_back(v);
+                }
+            }
+        }
+        REQUIRE(halves.size() > 64);  // 120 in the first block
+        halves.resize(n, 0.0f);
+        inputs.push_back(halves);
         for (size_t i = 0; i < inputs.size(); ++i) {
             INFO("input " << i);
             std::vector<uint8_t> a(q::row_bytes(type, n), 0x5A), b(q::row_bytes(type, n), 0xA5);

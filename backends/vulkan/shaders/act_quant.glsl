@@ -131,54 +131,12 @@ void q8k_scales(float max_value, out float iscale, out float d) {
     d = iscale < 0.0 ? -inverse : inverse;
 }
 
-// The level of x: min(127, nearest_int(iscale * x)), with nearest_int as llama.cpp's builds and the
-// CPU backend's AVX2 quantizer (backends/cpu/gemm_quantize_avx2.cpp) compute it: their compilers
-// fuse the product with nearest_int's magic-number addition into one FMA, so the level is the
-// exact product rounded half to even, not the rounded product rounded again (the two differ
-// where iscale * x rounds across a half). On a Q8_K matmul that is a one-level step on a few
-// activations, and in a mixture-of-experts model enough to flip a router's choice
-// (synth-qwen3moe-q4_k_m on vulkan0 without it: mean KL 0.012, max |logit diff| 5.2).
-// EXACT: the FMA in double (cpu_math.glsl, included before this file). Otherwise the product's
-// rounding error from Dekker's exact product (Veltkamp splitting, `precise` keeps every
-// operation apart), which decides the halves without fp64 or a fused fma(), which GLSL does
-// not promise (lavapipe splits it).
-// ref: Dekker, "A floating-point technique for extending the available precision" (1971),
-// mul12; IEEE 754-2008 5.4.1 (fusedMultiplyAdd)
-#if !defined(EXACT)
-// a * b - round(a * b), exactly, for |a * b| well inside float's range.
-float product_error(float a, float b, float p) {
-    const float kSplit = 4097.0;  // 2^12 + 1: 12-bit halves of a 24-bit mantissa
-    precise float ca = kSplit * a;
-    precise float a_hi = ca - (ca - a);
-    precise float a_lo = a - a_hi;
-    precise float cb = kSplit * b;
-    precise float b_hi = cb - (cb - b);
-    precise float b_lo = b - b_hi;
-    precise float e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo;
-    return e;
-}
-#endif
-
+// The level of x: min(127, nearest_int(iscale * x)) of the rounded product (`precise` keeps the
+// multiply apart), which nearest_int's magic-number addition rounds half to even: the reference's
+// and llama.cpp's rounding (its quantize_row_q8_K_ref is built without FMA) and the CPU
+// backend's (backends/cpu/gemm_quantize_avx2.cpp rounds the product explicitly since GCC fused
+// it with the addition, 2026-12-03). Both variants.
 int q8k_level(float iscale, float x) {
-#if defined(EXACT)
-    const float kMagic = 12582912.0;  // 1.5 * 2^23: the sum's low mantissa bits are the integer
-    precise float shifted = cpu_fma(iscale, x, kMagic);
-    precise float level = shifted - kMagic;
-    return min(127, int(level));
-#else
-    precise float p = iscale * x;
-    precise float r = roundEven(p);
-    // Levels are at most 127 in magnitude, so the split cannot overflow unless iscale does
-    // (amax below ~1e-33); there the rounded product is kept.
-    if (abs(iscale) > 1e33 || abs(p) > 4194303.0) return min(127, int(r));
-    precise float e = product_error(iscale, x, p);
-    // The exact product is r + (p - r) + e with p - r exact and |p - r| <= 0.5; compare it with
-    // the halves r +- 0.5 by the signs of exact differences (a float sum is 0 only when exact).
-    precise float above = (p - r - 0.5) + e;
-    precise float below = (p - r + 0.5) + e;
-    int level = int(r);
-    if (above > 0.0 || (above == 0.0 && (level & 1) != 0)) level += 1;
-    else if (below < 0.0 || (below == 0.0 && (level & 1) != 0)) level -= 1;
-    return min(127, level);
-#endif
+    precise float scaled = iscale * x;
+    return min(127, int(roundEven(scaled)));
 }
