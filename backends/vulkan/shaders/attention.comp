@@ -91,11 +91,16 @@ float exp_of(float x) { return exp(x); }
 #endif
 
 // q . k of the head starting at byte kb of the K binding.
-#if defined(K_F16) && defined(EXACT)
+#if defined(EXACT)
+#define TAIL_SUM double
+#else
+#define TAIL_SUM float
+#endif
+#if defined(K_F16)
 float dot_qk(uint kb) {
     const uint kStep = 64u, kLanes = 16u;
     uint np = p.head_dim / kStep * kStep;
-    precise double sum = 0.0LF;
+    precise TAIL_SUM sum = TAIL_SUM(0.0);
     if (np > 0u) {
         precise float acc[4][16];
         for (uint j = 0u; j < 4u; ++j)
@@ -115,11 +120,11 @@ float dot_qk(uint kb) {
         for (uint l = 0u; l < 8u; ++l) h[l] = acc[0][l + 8u] + acc[0][l];
         precise float g0 = h[4] + h[0], g1 = h[5] + h[1], g2 = h[6] + h[2], g3 = h[7] + h[3];
         precise float folded = (g0 + g2) + (g1 + g3);
-        sum = double(folded);
+        sum = TAIL_SUM(folded);
     }
     for (uint i = np; i < p.head_dim; ++i) {
         precise float prod = unpackHalf2x16(rd_u16(kb + 2u * i, true)).x * q_f[i];
-        sum += double(prod);
+        sum += TAIL_SUM(prod);
     }
     return float(sum);
 }
@@ -128,8 +133,6 @@ float dot_qk(uint kb) {
     float s = 0.0;
 #if defined(K_F32)
     for (uint i = 0; i < p.head_dim; ++i) s += q_f[i] * uintBitsToFloat(k[(kb >> 2) + i]);
-#elif defined(K_F16)
-    for (uint i = 0; i < p.head_dim; ++i) s += q_f[i] * unpackHalf2x16(rd_u16(kb + 2u * i, true)).x;
 #elif defined(K_Q8_0)
     for (uint b = 0; b < p.head_dim / 32u; ++b) {
         uint blk = kb + b * kQ8Block;
