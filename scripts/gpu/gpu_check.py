@@ -59,7 +59,7 @@ HIDE_VULKAN = {"VK_DRIVER_FILES": "/nonexistent/gpu-check-hides-vulkan.json",
 # Budgets in seconds: the sum of the required steps stays under TOTAL_BUDGET_S; tests usually end
 # well before their budget. g gets what is left.
 BUDGET = {"bundle": 20, "devices": 15, "backend-ops": 90, "reference": 55, "generation": 45, "greedy": 45,
-          "serve": 35, "bandwidth": 15, "bench": 45, "vk-ops": 60, "vk-bench": 40}
+          "serve": 35, "bandwidth": 15, "bench": 45, "vk-ops": 60, "vk-bench": 40, "per-case": 75}
 if DRY_RUN:
     BUDGET.update({"backend-ops": 40, "reference": 30, "generation": 30, "bench": 20})
 
@@ -82,6 +82,7 @@ class Check:
         self.device_ok = True
         self.broken = ""  # why nothing can run, once step 0 failed
         self.hide_vulkan = API != "vulkan"
+        self.per_case_left = BUDGET["per-case"]  # all per-case reruns together
 
     # ---- bookkeeping --------------------------------------------------------------------------
     def left(self) -> float:
@@ -224,8 +225,42 @@ class Check:
         if "No test cases matched" in output or "No tests ran" in output:
             return self.record(sid, name, kind, "skip", s, budget, f"no test has the tag {tag} in this build")
         if rc is None:
-            return self.record(sid, name, kind, "timeout", s, budget, f"stopped after {s:.0f} s; {summary}")
-        return self.record(sid, name, kind, "pass" if rc == 0 else "fail", s, budget, summary)
+            step = self.record(sid, name, kind, "timeout", s, budget, f"stopped after {s:.0f} s; {summary}")
+        else:
+            step = self.record(sid, name, kind, "pass" if rc == 0 else "fail", s, budget, summary)
+        if step["status"] == "fail":
+            self.catch2_cases(sid, tag, extra_env, kind)
+        return step
+
+    def catch2_cases(self, sid: str, tag: str, extra_env: dict, kind: str) -> None:
+        """After a suite failed or timed out: each of its test cases alone, in its own process, with
+        CUDA_LAUNCH_BLOCKING=1, so that a sticky device error in one case cannot fail the others and
+        an error is reported at the launch that caused it (rows sid.1, sid.2, ...)."""
+        budget = min(self.per_case_left, self.left() - 30)
+        if budget < 10:
+            return
+        t0 = time.monotonic()
+        deadline = t0 + budget
+        env = self.test_env(dict(extra_env, CUDA_LAUNCH_BLOCKING="1"))
+        rc, listing, _ = self.cmd([self.run_sh, "deskside_tests", tag, "--list-test-names-only"], 20, env)
+        names = [line.strip() for line in listing.splitlines() if line.strip()] if rc is not None else []
+        if len(names) < 2:  # one case: its failure is already in the row above
+            return
+        for i, case in enumerate(names, 1):
+            left = deadline - time.monotonic()
+            row = f"{sid}.{i}"
+            if left < 3:
+                self.skip(row, case[:90], kind, "no time left for the per-case reruns")
+                continue
+            spec = re.sub(r"([,\[\]\\])", r"\\\1", case)
+            rc, output, s = self.cmd([self.run_sh, "deskside_tests", spec], left, env)
+            summary = self.catch2_summary(output)
+            errors = sorted(set(re.findall(r"cuda[^\n]{0,80}?: (cuda[A-Za-z]+)", output)))
+            if errors:
+                summary += "; " + ", ".join(errors[:3])
+            status = "timeout" if rc is None else ("pass" if rc == 0 else "fail")
+            self.record(row, case[:90], "diagnostic", status, s, 0, summary)
+        self.per_case_left -= time.monotonic() - t0
 
     @staticmethod
     def catch2_summary(output: str) -> str:
@@ -507,6 +542,10 @@ class Check:
         else:
             if selected("b"):
                 self.catch2("b", "backend-ops", "[backend-ops]", require)
+                # The backend's own tests (graphs, allocation errors, registry) and the op-by-op mirror of
+                # a whole model against the CPU: where [backend-ops] passes and a model does not, the
+                # mirror names the first op that differs.
+                self.catch2("b", "backend-ops", f"[{API}-backend],[device-mirror]~[vulkan]", require)
             if selected("c"):
                 self.catch2("c", "reference", f"[{API}-reference]", require)
                 self.catch2("c", "generation", f"[{API}-generation]", require)
