@@ -261,14 +261,11 @@ void CudaBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor
                     shape_of(p.sinks));
         sinks = reinterpret_cast<const float*>(dev(p.sinks, op, "sinks").data);
     }
-    const size_t scratch_bytes = attention_scratch_bytes(q.ne1, p, kv.k.ne1);
     const int64_t block_size = kv.block_size;
     launch(op,
            Key(4).add(dq).add(dk).add(dv).add(block_size).add(args).add(p.n_head).add(p.n_head_kv).add(p.head_dim)
                .add(p.head_dim_v).add(p.scale).add(p.window).add(sinks).add(dout).words(),
-           scratch_bytes, [=](cudaStream_t s, void* scratch) {
-               launch_attention(s, dq, dk, dv, block_size, args, p, sinks, dout, scratch);
-           });
+           0, [=](cudaStream_t s, void*) { launch_attention(s, dq, dk, dv, block_size, args, p, sinks, dout); });
 }
 
 // ---- element-wise ---------------------------------------------------------------------------------

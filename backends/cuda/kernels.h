@@ -27,10 +27,10 @@ struct DevTensor {
 };
 
 // ---- weights (kernels_matmul.cu, kernels_get_rows.cu) -----------------------------------------
-// y = W x as Backend::matmul: x is quantized on the device to W's vec_dot_type exactly as quant/
-// does it, then dotted with integer arithmetic (dp4a) for quantized W. m <= 8 uses the mat-vec
-// kernels, larger m the tiled ones; either way each output is reduced in one fixed order that
-// does not depend on m (batch invariance).
+// y = W x as Backend::matmul, with the CPU backend's bits at its AVX2 level: x is quantized on the
+// device to W's vec_dot_type exactly as the CPU does it, then each output is summed in the CPU's
+// order (device/exact_dot.cuh; rows the CPU keeps row-interleaved in its x8 chain), an order that
+// depends on the row alone, never on m or the tile (batch invariance).
 size_t matmul_scratch_bytes(quant::TypeId w_type, int64_t k, int64_t m);
 void launch_matmul(cudaStream_t stream, const DevTensor& w, const DevTensor& x, const DevTensor& y, void* scratch);
 // dst row i = table row ids[i] as F32, bit-identical to quant::to_float.
@@ -47,9 +47,10 @@ void launch_quantize_activations(cudaStream_t stream, quant::TypeId w_type, cons
 // Backend::moe_route: ids and weights are [n_used, n] (row strides in bytes).
 void launch_moe_route(cudaStream_t stream, const DevTensor& logits, const MoeRouteParams& p, int32_t* ids,
                       size_t ids_stride, const DevTensor& weights);
-// Backend::matmul_id: w stacks n_expert matrices; ids [n_used, n] contiguous. Each output row is
-// computed as launch_matmul's mat-vec computes it with its expert's matrix (the same per-output
-// order, so the same bits). An id outside [0, n_expert) leaves its row unwritten.
+// Backend::matmul_id: w stacks n_expert matrices; ids [n_used, n] contiguous. Each output row gets
+// the CPU backend's matmul_id bits for its expert (launch_matmul's per-output arithmetic; the x8
+// chain only where an expert's n_out is a multiple of 8, as the CPU). An id outside [0, n_expert)
+// leaves its row unwritten.
 size_t matmul_id_scratch_bytes(quant::TypeId w_type, int64_t k, int64_t x_rows);
 void launch_matmul_id(cudaStream_t stream, const DevTensor& w, int64_t n_expert, const DevTensor& x,
                       const int32_t* ids, int64_t n_used, const DevTensor& y, void* scratch);
@@ -62,14 +63,12 @@ void launch_swiglu_oai(cudaStream_t stream, const DevTensor& gate, const DevTens
 
 // ---- attention (kernels_attention.cu) -----------------------------------------------------------
 // Backend::attention over the paged cache; `args` is the I32 argument tensor described at
-// kAttentionQueryWords. Long contexts are split at fixed multiples of kAttentionSplit positions
-// (never chosen from the batch), the parts merged in order.
-constexpr int64_t kAttentionSplit = 512;
-size_t attention_scratch_bytes(int64_t n_queries, const AttentionParams& p, int64_t cache_rows);
+// kAttentionQueryWords. The CPU backend's bits: one sequential softmax chain per (query, head),
+// never split, so neither the batch nor the context length changes the order. No scratch.
 // sinks: AttentionParams::sinks on the device (n_head floats), or nullptr.
 void launch_attention(cudaStream_t stream, const DevTensor& q, const DevTensor& k_cache, const DevTensor& v_cache,
                       int64_t block_size, const int32_t* args, const AttentionParams& p, const float* sinks,
-                      const DevTensor& out, void* scratch);
+                      const DevTensor& out);
 bool attention_supported(quant::TypeId k_type, quant::TypeId v_type);
 
 // ---- the rest (kernels_elementwise.cu, kernels_norm_rope.cu, kernels_copy.cu) -------------------

@@ -1,18 +1,20 @@
 // The mixture-of-experts kernels (kernels.h): the router (device/moe_math.cuh, one token per thread), the
-// expert matmul, add_id, moe_combine and swiglu_oai, with the CPU backend's float operations
-// (backends/cpu/ops_moe.cpp), each step rounded on its own (device::*_rn).
+// expert matmul, add_id, moe_combine and swiglu_oai (device/moe_math.cuh), with the CPU backend's float
+// operations (backends/cpu/ops_moe.cpp), each step rounded on its own (device::*_rn), and glibc's expf
+// (device::expf_libm), so all but matmul_id give the CPU's bits.
 //
-// matmul_id: the activations are quantized once (launch_quantize_activations, as launch_matmul does); a warp
-// computes kRows rows of one output column j, reading W's rows at expert ids[j], with launch_matmul's
-// per-output order (lane l adds blocks l, l + 32, ... in order from 0.0f, then the fixed butterfly), so each
-// row has the bits of matmul with its expert's matrix. Simple rather than fast: a column's weights are read
-// once per column, not once per expert group of columns (no sorting by expert on the device yet).
+// matmul_id: the activations are quantized once (launch_quantize_activations, as launch_matmul does); a CTA
+// computes a tile of rows of one output column j, reading W's rows at expert ids[j], with launch_matmul's
+// per-output arithmetic (device/exact_kernel.cuh: the CPU backend's AVX2 order), so each row has the CPU's
+// matmul_id bits: an expert whose n_out is a multiple of 8 is a matrix of its own to the CPU (its Q4_0 / Q4_K
+// groups of 8 in the x8 chain), otherwise every row is a vec_dot (cpu_chain_rows_per_expert). Simple rather
+// than fast: a column's weights are read once per column, not once per expert group of columns (no sorting by
+// expert on the device yet).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "backends/cuda/device/block_dot.cuh"
-#include "backends/cuda/device/load_block.cuh"
+#include "backends/cuda/device/exact_kernel.cuh"
 #include "backends/cuda/device/moe_math.cuh"
 #include "backends/cuda/kernels.h"
 
@@ -22,8 +24,6 @@ namespace {
 using namespace device;
 
 constexpr int kThreads = 128;
-constexpr int kWarpsPerCta = kThreads / kWarpLanes;
-constexpr int kRows = 4;  // rows per warp, as launch_matmul's decode tile
 constexpr unsigned kMaxGridY = 65535;
 
 unsigned grid_y(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(n, 1), kMaxGridY)); }
@@ -38,58 +38,29 @@ __global__ void moe_route_kernel(const uint8_t* logits, size_t l_stride, int64_t
                     reinterpret_cast<float*>(weights + t * w_stride));
 }
 
-// grid (row blocks of an expert's n_out rows, columns); columns beyond gridDim.y loop.
+// grid (row tiles of an expert's n_out rows, columns); columns beyond gridDim.y loop. A row tile is
+// 16 rows of 8 threads (quantized W) or 4 rows of a warp (float W), as launch_matmul's decode tile.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     matmul_id_rows(const uint8_t* w, size_t w_stride, int64_t n_out, int64_t n_expert, int64_t k, const uint8_t* act,
-                   size_t act_stride, const int32_t* ids, int64_t n_cols, int64_t x_div, uint8_t* y, size_t y_stride) {
-    const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
-    const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerCta + warp) * kRows;
-    if (row0 >= n_out) return;  // uniform across the warp
-    const int n_rows = static_cast<int>(min(static_cast<int64_t>(kRows), n_out - row0));
-    const int64_t n_blocks = (k + T::kElems - 1) / T::kElems;
+                   size_t act_stride, const int32_t* ids, int64_t n_cols, int64_t x_div, int64_t chain_rows, uint8_t* y,
+                   size_t y_stride) {
+    constexpr int kThreadsPerRow = T::kFloat ? kWarpLanes : kCpuLanes;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / kThreadsPerRow) + threadIdx.x / kThreadsPerRow;
+    if (row >= n_out) return;  // the whole group (warp) of the row
     for (int64_t j = blockIdx.y; j < n_cols; j += gridDim.y) {
         const int64_t e = ids[j];
         if (e < 0 || e >= n_expert) continue;  // device-side ids are not checked: the row stays unwritten
-        const uint8_t* we = w + (e * n_out + row0) * w_stride;
-        const uint8_t* a_row = act + (j / x_div) * act_stride;
-        float acc[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
-        for (int64_t b = lane; b < n_blocks; b += kWarpLanes) {
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-                if (r >= n_rows) break;
-                const uint8_t* w_row = we + r * w_stride;
-                if constexpr (T::kFloat) {
-                    using E = typename T::Element;
-                    const int n = static_cast<int>(min(static_cast<int64_t>(T::kElems), k - b * T::kElems));
-                    const E* wv = reinterpret_cast<const E*>(w_row) + b * T::kElems;
-                    const E* av = reinterpret_cast<const E*>(a_row) + b * T::kElems;
-                    float c;
-                    if constexpr (sizeof(E) == 4)
-                        c = chunk_dot(wv, av, n);
-                    else
-                        c = chunk_dot(wv, av, n, T::kActType == quant::TypeId::BF16);
-                    acc[r] = add_rn(acc[r], c);
-                } else {
-                    using Block = typename T::Block;
-                    using ActBlock = typename T::ActBlock;
-                    LocalBlock<Block> wb;
-                    load_block(wb, reinterpret_cast<const Block*>(w_row) + b);
-                    acc[r] = add_rn(acc[r], block_dot(wb.b, reinterpret_cast<const ActBlock*>(a_row)[b]));
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-            float v = acc[r];
-#pragma unroll
-            for (int offset = kWarpLanes / 2; offset > 0; offset /= 2)
-                v = add_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
-            if (lane == 0 && r < n_rows) reinterpret_cast<float*>(y + j * y_stride)[row0 + r] = v;
-        }
+        RowTask task;
+        task.w = w + (e * n_out + row) * w_stride;
+        task.act = act + (j / x_div) * act_stride;
+        task.act_stride = act_stride;
+        task.y = reinterpret_cast<float*>(y + j * y_stride) + row;
+        task.y_stride = 0;
+        task.n_tok = 1;
+        task.chain = row < chain_rows;
+        if constexpr (T::kFloat) exact_row_float<T::kType, 1>(task, k);
+        else exact_row_quantized<T::kType, 1>(task, k / T::kElems);
     }
 }
 
@@ -125,13 +96,9 @@ __global__ void swiglu_oai_kernel(const uint8_t* gate, size_t g_stride, const ui
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= ne0) return;
     for (int64_t r = blockIdx.y; r < ne1; r += gridDim.y) {
-        const float g0 = reinterpret_cast<const float*>(gate + r * g_stride)[i];
-        const float u0 = reinterpret_cast<const float*>(up + r * u_stride)[i];
-        // std::min(g, limit) and std::clamp(u, -limit, limit), as the CPU writes them.
-        const float g = limit < g0 ? limit : g0;
-        const float u = u0 < -limit ? -limit : (limit < u0 ? limit : u0);
-        const float glu = div_rn(g, add_rn(1.0f, exp_rounded(mul_rn(alpha, -g))));
-        reinterpret_cast<float*>(y + r * y_stride)[i] = mul_rn(glu, add_rn(u, 1.0f));
+        const float g = reinterpret_cast<const float*>(gate + r * g_stride)[i];
+        const float u = reinterpret_cast<const float*>(up + r * u_stride)[i];
+        reinterpret_cast<float*>(y + r * y_stride)[i] = swiglu_oai(g, u, alpha, limit);
     }
 }
 
@@ -169,10 +136,11 @@ void launch_matmul_id(cudaStream_t stream, const DevTensor& w, int64_t n_expert,
             act = static_cast<const uint8_t*>(scratch);
             act_stride = matmul_act_stride(w.type, k);
         }
-        constexpr int64_t kRowsPerCta = static_cast<int64_t>(kRows) * kWarpsPerCta;
-        const dim3 grid(static_cast<unsigned>((n_out + kRowsPerCta - 1) / kRowsPerCta), grid_y(n_cols));
+        const int64_t rows_per_cta = T::kFloat ? kThreads / kWarpLanes : kThreads / kCpuLanes;
+        const dim3 grid(static_cast<unsigned>((n_out + rows_per_cta - 1) / rows_per_cta), grid_y(n_cols));
+        const int64_t chain_rows = device::cpu_chain_rows_per_expert(w.type, n_out);
         matmul_id_rows<T><<<grid, kThreads, 0, stream>>>(w.data, w.row_stride, n_out, n_expert, k, act, act_stride, ids,
-                                                         n_cols, x_div, y.data, y.row_stride);
+                                                         n_cols, x_div, chain_rows, y.data, y.row_stride);
     });
 }
 

@@ -1,24 +1,20 @@
-// rms_norm and rope kernels (kernels.h), with the CPU backend's arithmetic
-// (backends/cpu/ops_norm_rope.cpp).
+// rms_norm and rope kernels (kernels.h), with the CPU backend's bits (backends/cpu/ops_norm_rope.cpp);
+// the per-output arithmetic is device/exact_ops.cuh, checked against the CPU on the host
+// (tests/backends/test_cuda_exact_ops.cpp).
 //
-// rms_norm, one CTA of kNormThreads per row. The squares are rounded to float and summed in
-// double, as on the CPU, but in a fixed parallel order instead of the CPU's sequential one:
-// element i goes to thread i % kNormThreads, each thread adds its elements in ascending order,
-// and the threads' sums meet in a fixed pairwise tree (t += t + 128, then + 64, ... + 1). The
-// order depends on the row length only (batch invariance). The double sum differs from the CPU's
-// by a few double ulps, so the float mean, the scale and every output are the CPU's except when
-// that mean lies within a few 1e-16 of a float rounding boundary (then one float ulp of the scale).
-// The rest is the CPU's float steps: mean = float(sum / n); s = 1 / sqrt(mean + eps);
-// y = (x * s) * w.
+// rms_norm, one CTA of kNormThreads per row. The CPU adds the squares (rounded to float) in double
+// in element order, and a double sum is not associative, so one thread adds them in that order:
+// the CTA stages kNormThreads values at a time in shared memory and thread 0 adds their squares.
+// The rest is parallel: mean = float(sum / n); s = 1 / sqrt(mean + eps); y = (x * s) * w.
 //
 // rope: one thread per (token, head, pair). The rotations are the table the backend built on
 // the host with backends/rope_angles.h (the CPU's cos and sin); the rotation is the CPU's
-// expression, a * cos - b * sin as fma(a, cos, -(b * sin)), so rope gives the CPU's bits.
+// expression (device::rope_pair).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "backends/cuda/device/hd.cuh"
+#include "backends/cuda/device/exact_ops.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace deskside::backends::cuda {
@@ -26,38 +22,34 @@ namespace {
 
 using namespace device;
 
-constexpr int kNormThreads = 256;  // a power of two (the tree)
+constexpr int kNormThreads = 256;
 constexpr unsigned kMaxGridX = 1u << 30;
 constexpr int kRopeThreads = 256;
 
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const uint8_t* x, size_t x_stride, const float* w, uint8_t* y, size_t y_stride, int64_t ne0,
                     int64_t n_rows, float eps) {
-    __shared__ double partial[kNormThreads];
+    __shared__ float staged[kNormThreads];
     __shared__ float row_scale;
     const int t = static_cast<int>(threadIdx.x);
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float* in = reinterpret_cast<const float*>(x + r * x_stride);
-        double sum = 0.0;
-        for (int64_t i = t; i < ne0; i += kNormThreads) sum = dadd_rn(sum, static_cast<double>(mul_rn(in[i], in[i])));
-        partial[t] = sum;
-        __syncthreads();
-        for (int s = kNormThreads / 2; s > 0; s >>= 1) {
-            if (t < s) partial[t] = dadd_rn(partial[t], partial[t + s]);
+        double sum = 0.0;  // thread 0's
+        for (int64_t c = 0; c < ne0; c += kNormThreads) {
+            if (c + t < ne0) staged[t] = in[c + t];
             __syncthreads();
+            if (t == 0) {
+                const int n = static_cast<int>(min(static_cast<int64_t>(kNormThreads), ne0 - c));
+                for (int i = 0; i < n; ++i) sum = rms_sum_step(sum, staged[i]);
+            }
+            __syncthreads();  // staged is refilled by the next chunk
         }
-        if (t == 0) {
-            const float mean = static_cast<float>(__ddiv_rn(partial[0], static_cast<double>(ne0)));
-            row_scale = div_rn(1.0f, __fsqrt_rn(add_rn(mean, eps)));
-        }
+        if (t == 0) row_scale = rms_norm_scale(sum, ne0, eps);
         __syncthreads();
         const float s = row_scale;
         float* out = reinterpret_cast<float*>(y + r * y_stride);
-        for (int64_t i = t; i < ne0; i += kNormThreads) {
-            const float v = mul_rn(in[i], s);
-            out[i] = w ? mul_rn(v, w[i]) : v;
-        }
-        __syncthreads();  // partial and row_scale are reused by the next row
+        for (int64_t i = t; i < ne0; i += kNormThreads) out[i] = rms_norm_output(in[i], s, w, i);
+        __syncthreads();  // row_scale is reused by the next row
     }
 }
 
@@ -81,9 +73,10 @@ __global__ void rope_kernel(uint8_t* x, size_t x_stride, const int32_t* position
         float* v = reinterpret_cast<float*>(x + token * x_stride) + h * head_dim;
         const int64_t i0 = neox ? i : 2 * i;
         const int64_t i1 = neox ? i + half : 2 * i + 1;
-        const float a = v[i0], b = v[i1];
-        v[i0] = fma_rn(a, c, -mul_rn(b, s));
-        v[i1] = fma_rn(a, s, mul_rn(b, c));
+        float a = v[i0], b = v[i1];
+        rope_pair(a, b, c, s);
+        v[i0] = a;
+        v[i1] = b;
     }
 }
 

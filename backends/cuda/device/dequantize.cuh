@@ -59,8 +59,10 @@ DESKSIDE_HD inline uint32_t iq4_levels4(uint32_t nibbles) {
     return out;
 }
 
-// quant::k4_scale_min: the 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block.
-DESKSIDE_HD inline void k4_scale_min(int j, const uint8_t* packed, int* scale, int* min) {
+// quant::k4_scale_min: the 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block, from its
+// 12 packed bytes (a pointer, or anything indexed like one).
+template <class Bytes>
+DESKSIDE_HD inline void k4_scale_min(int j, const Bytes& packed, int* scale, int* min) {
     if (j < 4) {
         *scale = packed[j] & 63;
         *min = packed[j + 4] & 63;
@@ -70,8 +72,9 @@ DESKSIDE_HD inline void k4_scale_min(int j, const uint8_t* packed, int* scale, i
     }
 }
 
-// quant::q3k_scale: the signed 6-bit scale of group j (0..15) of a Q3_K block.
-DESKSIDE_HD inline int q3k_scale(int j, const uint8_t* packed) {
+// quant::q3k_scale: the signed 6-bit scale of group j (0..15) of a Q3_K block (packed as above).
+template <class Bytes>
+DESKSIDE_HD inline int q3k_scale(int j, const Bytes& packed) {
     const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
     const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (low | (high << 4)) - 32;

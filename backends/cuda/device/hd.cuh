@@ -1,6 +1,6 @@
 // Scalar building blocks shared by the CUDA kernels and their host tests: a macro that makes a
 // function callable from both sides, float operations that no compiler may fuse, the half and
-// bfloat16 conversions of quant/float16.h, dp4a and an exp that rounds like the CPU's.
+// bfloat16 conversions of quant/float16.h, dp4a and the CPU's expf (glibc's arithmetic).
 //
 // Everything here compiles as plain C++ under g++ (DESKSIDE_HD is empty there), so
 // tests/backends/test_cuda_device_code.cpp runs the exact code the kernels run and compares it
@@ -57,6 +57,14 @@ DESKSIDE_HD inline double bits_to_double(uint64_t u) {
 #endif
 }
 
+DESKSIDE_HD inline uint64_t double_to_bits(double d) {
+#if defined(__CUDA_ARCH__)
+    return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+    return std::bit_cast<uint64_t>(d);
+#endif
+}
+
 // Little-endian loads that work at any alignment (block fields sit at odd offsets).
 DESKSIDE_HD inline uint32_t load_u32(const uint8_t* p) {
     return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
@@ -94,6 +102,14 @@ DESKSIDE_HD inline float div_rn(float a, float b) {
     return a / b;
 #endif
 }
+// The square root, correctly rounded on both sides (IEEE).
+DESKSIDE_HD inline float sqrt_rn(float a) {
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(a);
+#else
+    return std::sqrt(a);
+#endif
+}
 // a * b + c rounded once (IEEE fma on both sides, so the same bits).
 DESKSIDE_HD inline float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
@@ -114,6 +130,21 @@ DESKSIDE_HD inline double dadd_rn(double a, double b) {
     return __dadd_rn(a, b);
 #else
     return a + b;
+#endif
+}
+DESKSIDE_HD inline double ddiv_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+    return __ddiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+// a * b + c rounded once, in double.
+DESKSIDE_HD inline double dfma_rn(double a, double b, double c) {
+#if defined(__CUDA_ARCH__)
+    return __fma_rn(a, b, c);
+#else
+    return std::fma(a, b, c);
 #endif
 }
 DESKSIDE_HD inline double dsub_rn(double a, double b) {
@@ -212,32 +243,61 @@ DESKSIDE_HD inline int byte_sum(uint32_t a) { return dp4a(a, 0x01010101u, 0); }
 
 // ---- exp ---------------------------------------------------------------------------------------
 
-// backends/exp_rounded.h on both sides: e^x evaluated in double and rounded once, so the device
-// gets the CPU's (correctly rounded) exp rather than CUDA's expf (up to 2 ulp off).
-DESKSIDE_HD inline float exp_rounded(float x) {
-    if (x > 88.72284f) return bits_to_float(0x7F800000u);
-    if (x < -104.0f) return 0.0f;
-    if (x != x) return x;
-    constexpr double kLog2e = 1.4426950408889634;
-    constexpr double kLn2Hi = 0.693147180369123816490;
-    constexpr double kLn2Lo = 1.90821492927058770002e-10;
-    constexpr double kInvFact[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-                                     1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
-                                     1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        0.5,
-                                     1.0,                1.0};
+// expf as the CPU backend gets it from glibc (2.28 and later) on x86-64 with FMA, where the
+// dynamic linker picks __expf_fma: the generic algorithm compiled with every a * b + c fused.
+// Equal to glibc 2.36's __expf_fma on all 2^32 float inputs (checked once, exhaustively; the
+// unfused variant differs on 2); tests/backends/test_cuda_exact_ops.cpp checks a stride of them
+// against the host's expf on every run.
+// A correctly rounded exp (backends/exp_rounded.h) is not enough: glibc's expf is not correctly
+// rounded on 7.6e-5 of the inputs, and attention calls exp once per position and head, so only
+// glibc's own arithmetic gives the CPU's bits.
+// ref: glibc sysdeps/ieee754/flt-32/e_expf.c and e_exp2f_data.c (Szabolcs Nagy, from ARM's
+// optimized-routines): x = (k + r) ln2 / 32 with k an integer (rounded by adding 1.5 * 2^52),
+// e^x = 2^(k / 32) * 2^(r / 32), 2^(i / 32) from a table, 2^(r / 32) by a cubic.
+struct ExpfTable {
+    // Bits of 2^(i / 32) rounded to double, less i << 47 (the exponent part k adds back).
+    uint64_t bits[32];
+};
+constexpr ExpfTable make_expf_table() {
+    return {{0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+             0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+             0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+             0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+             0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+             0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+             0x3fefa4afa2a490da, 0x3fefd0765b6e4540}};
+}
+DESKSIDE_CONSTANT constexpr ExpfTable kExpfTableDevice = make_expf_table();
+inline constexpr ExpfTable kExpfTableHost = make_expf_table();
+
+DESKSIDE_HD inline float expf_libm(float x) {
+    const uint32_t ux = float_to_bits(x);
+    const uint32_t abstop = (ux >> 20) & 0x7FF;
+    if (abstop >= 0x42B) {                            // |x| >= 88 or NaN
+        if (ux == 0xFF800000u) return 0.0f;           // -inf
+        if (abstop >= 0x7F8) return add_rn(x, x);     // +inf, NaN
+        if (x > 0x1.62e42ep6f) return bits_to_float(0x7F800000u);  // overflow: +inf
+        if (x < -0x1.9fe368p6f) return 0.0f;                       // underflow: +0
+    }
+    constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32;
+    constexpr double kShift = 0x1.8p+52;
+    constexpr double kC0 = 0x1.c6af84b912394p-5 / (32.0 * 32 * 32), kC1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32),
+                     kC2 = 0x1.62e42ff0c52d6p-1 / 32;
+    const double xd = static_cast<double>(x);
+    double kd = dfma_rn(kInvLn2N, xd, kShift);  // k + 1.5 * 2^52: k in the low bits
+    const uint64_t ki = double_to_bits(kd);
+    kd = dsub_rn(kd, kShift);
+    const double r = dfma_rn(kInvLn2N, xd, -kd);
 #if defined(__CUDA_ARCH__)
-    const double k = rint(dmul_rn(static_cast<double>(x), kLog2e));
+    const uint64_t t = kExpfTableDevice.bits[ki % 32] + (ki << 47);
 #else
-    const double k = std::nearbyint(static_cast<double>(x) * kLog2e);
+    const uint64_t t = kExpfTableHost.bits[ki % 32] + (ki << 47);
 #endif
-    const double r = dsub_rn(dsub_rn(static_cast<double>(x), dmul_rn(k, kLn2Hi)), dmul_rn(k, kLn2Lo));
-    double e = 1.0 / 87178291200.0;
-    for (int i = 0; i < 14; ++i) e = dadd_rn(dmul_rn(e, r), kInvFact[i]);
-    const int ki = static_cast<int>(k);
-    const int k1 = ki / 2, k2 = ki - k1;
-    const double scaled = dmul_rn(dmul_rn(e, bits_to_double(static_cast<uint64_t>(k1 + 1023) << 52)),
-                                  bits_to_double(static_cast<uint64_t>(k2 + 1023) << 52));
-    return static_cast<float>(scaled);
+    const double s = bits_to_double(t);
+    const double z = dfma_rn(kC0, r, kC1);
+    const double r2 = dmul_rn(r, r);
+    const double y = dfma_rn(z, r2, dfma_rn(kC2, r, 1.0));
+    return static_cast<float>(dmul_rn(y, s));
 }
 
 }  // namespace deskside::backends::cuda::device
