@@ -164,6 +164,11 @@ void print_closeness_rows(const std::vector<std::string>& devices, const std::st
 // the level, WARNs that it is skipped. Never executes an instruction the CPU does not have.
 // In such a child, `body` runs only at the child's own level (the parent runs the others).
 void at_cpu_isa(backends::cpu::CpuIsa isa, const std::function<void()>& body);
+
+// Whether models/STEM.gguf is in the shared directory; WARNs "not checked" when not. Only for the
+// device checks that run on the GPU bundle, which carries the models that fit its size limit
+// (scripts/gpu-bundle.sh); every other test needs its model.
+bool present_or_warn(const std::string& stem);
 // Whether this process is such a child.
 bool in_isa_child();
 

@@ -4,7 +4,6 @@
 // logical CUDA devices (DESKSIDE_CUDA_SPLIT=2) and on cuda0 + cpu equal to the CPU's. Where no
 // CUDA device exists they are skipped with a warning (a failure with DESKSIDE_REQUIRE_DEVICES).
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <string>
 
 #include "reference_check.h"
@@ -12,14 +11,6 @@
 
 namespace deskside::engine {
 namespace {
-
-// The GPU bundle carries only the reference models that fit its size limit (scripts/gpu-bundle.sh);
-// the check says which it ran.
-bool present_or_warn(const std::string& stem) {
-    if (std::filesystem::exists(test::shared_path("models/" + stem + ".gguf"))) return true;
-    WARN("models/" << stem << ".gguf is not in " << test::shared_path("") << ": not checked");
-    return false;
-}
 
 const test::Placement kCudaPlacements[] = {
     {{"cuda0"}, ""},
@@ -32,7 +23,7 @@ const test::Placement kCudaPlacements[] = {
 TEST_CASE("cuda0: every reference file is as close to llama.cpp as its own builds", "[engine][.cuda-reference]") {
     if (!test::device_or_skip("cuda0", "the CUDA reference-logit checks")) return;
     for (const char* stem : test::kReferenceFiles) {
-        if (!present_or_warn(stem)) continue;
+        if (!test::present_or_warn(stem)) continue;
         try {
             test::check_reference(stem, {"cuda0"});
         } catch (const std::exception& e) {
@@ -49,7 +40,7 @@ TEST_CASE("greedy tokens on cuda0, cuda0+cuda1 and cuda0+cpu equal the CPU's: st
         return;
     for (const char* stem : {"stories260K", "stories260K-q8_0", "stories260K-q4_0", "synth-k", "synth-k-q4_k_m",
                              "synth-k-q8_0", "synth-k-q6_k"})
-        if (present_or_warn(stem)) test::check_like_cpu(stem, kCudaPlacements);
+        if (test::present_or_warn(stem)) test::check_like_cpu(stem, kCudaPlacements);
 }
 
 }  // namespace deskside::engine
