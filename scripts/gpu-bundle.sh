@@ -197,19 +197,19 @@ cp "$shared/reference/SPREAD.md" "$out/shared/reference/"
 # ---- models and references, most useful first, while they fit -------------------------------------
 # stories260K (F32, a real trained model) first: greedy placements and serve use it. Then one file of
 # each weight type family and architecture (the newer families' MoE, sinks and fused tensors too),
-# then the files whose bars the first GPU run missed, then the rest of the reference set, the F32
-# synthetic files (13-22 MB each) last.
+# the low-bit i-quants and TQ2_0, then the files whose bars the first GPU run missed, then the rest
+# of the reference set, the F32 synthetic files (13-22 MB each) last.
 priority=(
   stories260K stories260K-q8_0 stories260K-q4_0
   synth-k-q4_k_m synth-k-q8_0 synth-k-q6_k synth-qwen2-q4_k_m synth-gemma3-q4_k_m
-  synth-qwen3-q4_k_m synth-qwen3moe-q4_k_m synth-phi3-q4_k_m synth-gptoss-q4_k_m
+  synth-qwen3-q4_k_m synth-qwen3moe-q4_k_m synth-phi3-q4_k_m synth-gptoss-q4_k_m synth-gptoss-mxfp4_moe
+  synth-k-iq1_s synth-k-iq1_m synth-k-iq2_xxs synth-k-iq2_xs synth-k-iq2_s synth-k-iq3_xxs synth-k-iq3_s synth-k-tq2_0
   synth-k-q5_k_m synth-k-iq4_nl synth-qwen2-q8_0 synth-qwen2-q6_k
   stories260K-f16 stories260K-bf16 stories260K-q4_1 stories260K-q5_0 stories260K-q5_1
   synth-k-q4_k_s synth-k-q3_k_m synth-k-q2_k synth-k-iq4_xs
-  synth-gptoss-mxfp4_moe synth-qwen3-q8_0 synth-qwen3moe-q8_0 synth-phi3-q8_0
+  synth-qwen3-q8_0 synth-qwen3moe-q8_0 synth-phi3-q8_0
   synth-gemma3-q8_0 synth-gemma3-q6_k
   synth-k
-  synth-k-iq1_s synth-k-iq1_m synth-k-iq2_xxs synth-k-iq2_xs synth-k-iq2_s synth-k-iq3_xxs synth-k-iq3_s synth-k-tq2_0
   synth-qwen2 synth-gemma3
 )
 tree_bytes="$(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2> /dev/null |

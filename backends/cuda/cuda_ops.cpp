@@ -33,11 +33,13 @@ void require_f32(const Tensor& t, const char* op, const char* name) {
 }
 
 // Byte alignment the kernels need of a tensor of `type` (the widest element or block field they
-// load as one word: 16-bit fp16 scales, F16/BF16 elements, F32 words).
+// load as one word: 16-bit fp16 scales, F16/BF16 elements, F32 words; MXFP4's 17-byte blocks are
+// read byte by byte).
 size_t alignment_of(TypeId type) {
     switch (type) {
         case TypeId::F32:
         case TypeId::I32: return 4;
+        case TypeId::MXFP4: return 1;
         default: return 2;
     }
 }

@@ -31,9 +31,16 @@ __global__ void get_rows_kernel(const uint8_t* table, size_t table_stride, const
         else out[b] = fp16_to_fp32(e);
     } else {
         using Block = typename T::Block;
-        LocalBlock<Block> blk;
-        load_block(blk, reinterpret_cast<const Block*>(src) + b);
-        dequantize(blk.b, out + b * T::kElems);
+        const Block* block = reinterpret_cast<const Block*>(src) + b;
+        if constexpr (sizeof(Block) % 2 == 0 && alignof(Block) >= 2) {
+            LocalBlock<Block> blk;
+            load_block(blk, block);
+            dequantize(blk.b, out + b * T::kElems);
+        } else {
+            // MXFP4 (17 bytes, odd addresses) and IQ1_M (byte fields): read in place, as their
+            // dequantize expects.
+            dequantize(*block, out + b * T::kElems);
+        }
     }
 }
 

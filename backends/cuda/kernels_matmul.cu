@@ -2,17 +2,22 @@
 // device to W's vec_dot_type with the block code of backends/cuda/device/ (bit-identical to
 // quant::activation_from_float), then every output summed in the CPU's order (device/exact_dot.cuh,
 // its host model, held to the CPU backend in tests/backends/test_cuda_exact_matmul.cpp):
-// - quantized W: 8 threads per weight row, thread j the CPU's int32 lane j and its float chain;
-//   rows the CPU keeps row-interleaved (Q4_0 and Q4_K groups of 8, cpu_chain_rows) one chain of
-//   the blocks' whole integer sums; the lanes meet in the CPU's horizontal sum, then the offsets or
-//   mins chain;
+// - quantized W, m <= 8: a warp per weight row (device/exact_warp_row.cuh): 4 groups of 8 threads
+//   compute the integers of 4 consecutive blocks side by side, several steps of them per pass, then
+//   run the CPU's 8 lane chains over the pass's blocks in order;
+// - quantized W, m > 8: 8 threads per weight row, thread j the CPU's int32 lane j and its float
+//   chain, for a tile of 8 tokens (each weight block decoded once per tile);
+//   in both, rows the CPU keeps row-interleaved (Q4_0 and Q4_K groups of 8, cpu_chain_rows) one
+//   chain of the blocks' whole integer sums; the lanes meet in the CPU's horizontal sum, then the
+//   offsets or mins chain;
 // - F32 / F16 / BF16 W: a warp per row, thread c the CPU's float chain c (4 accumulators x 8 lanes).
-// A CTA computes 16 rows (quantized) or 4 rows (float) for a tile of 1, 4 or 8 tokens, the weight
-// block decoded once per tile; the tile only decides which outputs are computed together, never
-// the bits of one (batch invariance).
+// A CTA computes 4 rows (a warp each) or 16 rows (8 threads each) for a tile of 1, 4 or 8 tokens;
+// the schedule and the tile only decide which threads compute an output and which outputs are
+// computed together, never the bits of one (batch invariance).
 //
-// Speed: weights are read with 16-bit loads by the group of threads that uses them, each block once
-// per tile, and activations through the cache; no shared-memory staging and no int8 mma path.
+// Speed: weights are read with 16-bit loads (block_dot.cuh), activations through the cache; the
+// warp schedule keeps a pass of blocks' loads in flight per warp, coalesced 4 blocks at a time; no
+// shared-memory staging and no int8 mma path.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -70,17 +75,20 @@ struct MatmulArgs {
     int64_t chain_rows;  // rows [0, chain_rows) in the CPU's x8 chain
 };
 
-// Quantized W: 8 threads per row, kRowsPerCta rows; F32 / F16 / BF16 W: a warp per row.
-template <class T>
+// Rows of a CTA: a warp per row (float W, and quantized W in the warp schedule), or 8 threads per
+// row (quantized W, prompts).
+template <class T, bool kWarpRow>
 constexpr int64_t rows_per_cta() {
-    return T::kFloat ? kWarpsPerCta : kThreadsPerCta / kCpuLanes;
+    return T::kFloat || kWarpRow ? kWarpsPerCta : kThreadsPerCta / kCpuLanes;
 }
 
-template <class T, int kTokens>
+// kWarpRow: quantized W in exact_row_quantized_warp's schedule (ignored for float W).
+template <class T, int kTokens, bool kWarpRow>
 __global__ void __launch_bounds__(kThreadsPerCta) exact_matmul(MatmulArgs p) {
-    constexpr int kThreadsPerRow = T::kFloat ? kWarpLanes : kCpuLanes;
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_cta<T>() + threadIdx.x / kThreadsPerRow;
-    if (row >= p.n_out) return;  // the whole group (warp) of the row
+    constexpr int64_t kRows = rows_per_cta<T, kWarpRow>();
+    constexpr int kThreadsPerRow = kThreadsPerCta / kRows;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreadsPerRow;
+    if (row >= p.n_out) return;  // the whole group (warp) of the row; the bodies have no __syncthreads
     const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * kTokens;
     RowTask task;
     task.w = p.w + row * p.w_stride;
@@ -91,14 +99,16 @@ __global__ void __launch_bounds__(kThreadsPerCta) exact_matmul(MatmulArgs p) {
     task.n_tok = static_cast<int>(min(static_cast<int64_t>(kTokens), p.m - tok0));
     task.chain = row < p.chain_rows;
     if constexpr (T::kFloat) exact_row_float<T::kType, kTokens>(task, p.k);
+    else if constexpr (kWarpRow) exact_row_quantized_warp<T::kType, kTokens>(task, p.k / T::kElems);
     else exact_row_quantized<T::kType, kTokens>(task, p.k / T::kElems);
 }
 
-template <class T, int kTokens>
+template <class T, int kTokens, bool kWarpRow>
 void launch_exact(cudaStream_t stream, const MatmulArgs& p) {
-    const dim3 grid(static_cast<unsigned>((p.n_out + rows_per_cta<T>() - 1) / rows_per_cta<T>()),
+    constexpr int64_t kRows = rows_per_cta<T, kWarpRow>();
+    const dim3 grid(static_cast<unsigned>((p.n_out + kRows - 1) / kRows),
                     static_cast<unsigned>((p.m + kTokens - 1) / kTokens));
-    exact_matmul<T, kTokens><<<grid, kThreadsPerCta, 0, stream>>>(p);
+    exact_matmul<T, kTokens, kWarpRow && !T::kFloat><<<grid, kThreadsPerCta, 0, stream>>>(p);
 }
 
 }  // namespace
@@ -151,10 +161,13 @@ void launch_matmul(cudaStream_t stream, const DevTensor& w, const DevTensor& x, 
             p.act = static_cast<const uint8_t*>(scratch);
             p.act_stride = act_row_stride(T::kActType, k);
         }
-        // The tile's token count changes which outputs a CTA computes together, never their bits.
-        if (m == 1) launch_exact<T, 1>(stream, p);  // decode
-        else if (m <= 4) launch_exact<T, 4>(stream, p);
-        else launch_exact<T, 8>(stream, p);
+        // The schedule and the tile's token count change which threads compute an output and
+        // which outputs a CTA computes together, never the bits of one (batch invariance).
+        // Decode and small batches: a warp per row; prompts: 8 threads per row, 8 tokens a tile.
+        if (m == 1) launch_exact<T, 1, true>(stream, p);
+        else if (m <= 4) launch_exact<T, 4, true>(stream, p);
+        else if (m <= 8) launch_exact<T, 8, true>(stream, p);
+        else launch_exact<T, 8, false>(stream, p);
     });
 }
 

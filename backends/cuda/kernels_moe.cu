@@ -4,7 +4,7 @@
 // (device::expf_libm), so all but matmul_id give the CPU's bits.
 //
 // matmul_id: the activations are quantized once (launch_quantize_activations, as launch_matmul does); a CTA
-// computes a tile of rows of one output column j, reading W's rows at expert ids[j], with launch_matmul's
+// computes a tile of rows (a warp each) of one output column j, reading W's rows at expert ids[j], with launch_matmul's
 // per-output arithmetic (device/exact_kernel.cuh: the CPU backend's AVX2 order), so each row has the CPU's
 // matmul_id bits: an expert whose n_out is a multiple of 8 is a matrix of its own to the CPU (its Q4_0 / Q4_K
 // groups of 8 in the x8 chain), otherwise every row is a vec_dot (cpu_chain_rows_per_expert). Simple rather
@@ -38,16 +38,17 @@ __global__ void moe_route_kernel(const uint8_t* logits, size_t l_stride, int64_t
                     reinterpret_cast<float*>(weights + t * w_stride));
 }
 
+constexpr int64_t kRowsPerCta = kThreads / kWarpLanes;
+
 // grid (row tiles of an expert's n_out rows, columns); columns beyond gridDim.y loop. A row tile is
-// 16 rows of 8 threads (quantized W) or 4 rows of a warp (float W), as launch_matmul's decode tile.
+// 4 rows of a warp each, as launch_matmul's decode tile (exact_row_quantized_warp, exact_row_float).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     matmul_id_rows(const uint8_t* w, size_t w_stride, int64_t n_out, int64_t n_expert, int64_t k, const uint8_t* act,
                    size_t act_stride, const int32_t* ids, int64_t n_cols, int64_t x_div, int64_t chain_rows, uint8_t* y,
                    size_t y_stride) {
-    constexpr int kThreadsPerRow = T::kFloat ? kWarpLanes : kCpuLanes;
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / kThreadsPerRow) + threadIdx.x / kThreadsPerRow;
-    if (row >= n_out) return;  // the whole group (warp) of the row
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerCta + threadIdx.x / kWarpLanes;
+    if (row >= n_out) return;  // the whole warp of the row; the bodies have no __syncthreads
     for (int64_t j = blockIdx.y; j < n_cols; j += gridDim.y) {
         const int64_t e = ids[j];
         if (e < 0 || e >= n_expert) continue;  // device-side ids are not checked: the row stays unwritten
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kThreads)
         task.n_tok = 1;
         task.chain = row < chain_rows;
         if constexpr (T::kFloat) exact_row_float<T::kType, 1>(task, k);
-        else exact_row_quantized<T::kType, 1>(task, k / T::kElems);
+        else exact_row_quantized_warp<T::kType, 1>(task, k / T::kElems);
     }
 }
 
@@ -136,8 +137,7 @@ void launch_matmul_id(cudaStream_t stream, const DevTensor& w, int64_t n_expert,
             act = static_cast<const uint8_t*>(scratch);
             act_stride = matmul_act_stride(w.type, k);
         }
-        const int64_t rows_per_cta = T::kFloat ? kThreads / kWarpLanes : kThreads / kCpuLanes;
-        const dim3 grid(static_cast<unsigned>((n_out + rows_per_cta - 1) / rows_per_cta), grid_y(n_cols));
+        const dim3 grid(static_cast<unsigned>((n_out + kRowsPerCta - 1) / kRowsPerCta), grid_y(n_cols));
         const int64_t chain_rows = device::cpu_chain_rows_per_expert(w.type, n_out);
         matmul_id_rows<T><<<grid, kThreads, 0, stream>>>(w.data, w.row_stride, n_out, n_expert, k, act, act_stride, ids,
                                                          n_cols, x_div, chain_rows, y.data, y.row_stride);

@@ -36,6 +36,8 @@ namespace {
 constexpr TypeId kWeightTypes[] = {TypeId::F32,  TypeId::F16,  TypeId::BF16, TypeId::Q4_0,   TypeId::Q4_1,
                                    TypeId::Q5_0, TypeId::Q5_1, TypeId::Q8_0, TypeId::IQ4_NL, TypeId::Q2_K,
                                    TypeId::Q3_K, TypeId::Q4_K, TypeId::Q5_K, TypeId::Q6_K,   TypeId::IQ4_XS};
+constexpr TypeId kLowbitTypes[] = {TypeId::IQ2_XXS, TypeId::IQ2_XS, TypeId::IQ2_S, TypeId::IQ3_XXS, TypeId::IQ3_S,
+                                   TypeId::IQ1_S,   TypeId::IQ1_M,  TypeId::TQ1_0, TypeId::TQ2_0,   TypeId::MXFP4};
 
 uint32_t bits(float f) {
     uint32_t u;
@@ -62,6 +64,20 @@ void sanitize(q::BlockQ4_K& b, std::mt19937& rng) { b.d = random_scale(rng), b.d
 void sanitize(q::BlockQ5_K& b, std::mt19937& rng) { b.d = random_scale(rng), b.dmin = random_scale(rng); }
 void sanitize(q::BlockQ6_K& b, std::mt19937& rng) { b.d = random_scale(rng); }
 void sanitize(q::BlockIq4Xs& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq2Xxs& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq2Xs& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq2S& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq3Xxs& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq3S& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq1S& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockIq1M& b, std::mt19937& rng) {  // d in the top nibbles of the four scale words
+    const uint16_t d = random_scale(rng);
+    for (int i = 0; i < 4; ++i)
+        b.scales[2 * i + 1] = static_cast<uint8_t>((b.scales[2 * i + 1] & 0x0F) | ((d >> (4 * i)) & 0xF) << 4);
+}
+void sanitize(q::BlockTq1_0& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockTq2_0& b, std::mt19937& rng) { b.d = random_scale(rng); }
+void sanitize(q::BlockMxfp4& b, std::mt19937& rng) { b.e = static_cast<uint8_t>(rng()); }  // every exponent
 
 // k elements of weights of `type`: random blocks (random_bytes) or quantized Gaussians.
 template <class Traits>
@@ -159,6 +175,44 @@ TEST_CASE("CUDA device code: dequantize writes quant::to_float's bits", "[cuda-d
                 }
             }
         });
+    }
+}
+
+TEST_CASE("CUDA device code: the low-bit codebooks are quant/'s and their blocks dequantize to quant::to_float's bits",
+          "[cuda-device-code]") {
+    const auto same = [](const auto& device, const auto& table) {
+        return sizeof(device) == table.size() * sizeof(table[0]) &&
+               std::memcmp(device, table.data(), sizeof(device)) == 0;
+    };
+    for (const dev::LowbitCodebooks* c : {&dev::kLowbitCodebooksHost, &dev::kLowbitCodebooksDevice}) {
+        CHECK(same(c->iq2xxs, q::kIq2xxsGrid));
+        CHECK(same(c->iq2xs, q::kIq2xsGrid));
+        CHECK(same(c->iq2s, q::kIq2sGrid));
+        CHECK(same(c->iq1s, q::kIq1sGrid));
+        CHECK(same(c->iq3xxs, q::kIq3xxsGrid));
+        CHECK(same(c->iq3s, q::kIq3sGrid));
+        CHECK(same(c->signs, q::kIqSigns));
+        CHECK(same(c->mxfp4, q::kMxfp4Values));
+    }
+    for (uint32_t e = 0; e < 256; ++e) REQUIRE(bits(dev::e8m0_to_fp32_half(e)) == bits(q::e8m0_to_fp32_half(e)));
+
+    std::mt19937 rng(7);
+    constexpr int64_t k = 2048;
+    for (TypeId type : kLowbitTypes) {
+        REQUIRE(dev::visit_weight_type(type, [&](auto traits) {
+            using T = decltype(traits);
+            if constexpr (!T::kFloat) {
+                for (bool random_bytes : {false, true}) {
+                    INFO(q::type_info(type).name << (random_bytes ? " random bytes" : " quantized"));
+                    const auto row = weight_row<T>(type, k, random_bytes, rng);
+                    std::vector<float> expect(k), got(k);
+                    q::quant_traits(type)->to_float(row.data(), expect.data(), k);
+                    const auto* blocks = reinterpret_cast<const typename T::Block*>(row.data());
+                    for (int64_t i = 0; i < k / T::kElems; ++i) dev::dequantize(blocks[i], got.data() + i * T::kElems);
+                    REQUIRE(std::memcmp(expect.data(), got.data(), k * sizeof(float)) == 0);
+                }
+            }
+        }));
     }
 }
 

@@ -16,10 +16,13 @@
 //   float scale(w, a)        d_w * d_a, the factor of every lane's fma;
 //   float tail_step(w, a, shared, tail)   one step of the tail chain (kTail): Offsets (Q4_1, Q5_1,
 //                            hsum + the chain of fma(m_w, s_a)), Mins (hsum - the chain of
-//                            fma(dmin_w * d_a, float(mins' sum))), or None.
-// Fields are read with 16-bit loads (every block is 2-aligned; load_u32_a2) and Q8_1's and Q8_K's
-// levels with 32-bit ones (activation rows are 16-aligned, their blocks multiples of 4 bytes), so
-// the same code reads global memory on the device and host memory in the tests.
+//                            fma(dmin_w * d_a, float(mins' sum))), Scale (the low-bit i-quants:
+//                            no chain, tail_step returns the power of two hsum is multiplied by),
+//                            or None.
+// Fields are read with 16-bit loads (every block is 2-aligned but MXFP4's, which block_dot_lowbit.cuh
+// reads byte by byte; load_u32_a2) and Q8_1's and Q8_K's levels with 32-bit ones (activation rows
+// are 16-aligned, their blocks multiples of 4 bytes), so the same code reads global memory on the
+// device and host memory in the tests.
 // ref: backends/cpu/dot_legacy_avx2.cpp, dot_kquant_avx2.cpp, dot_levels_avx2.h (the lanes);
 //      backends/vulkan/shaders/weight_levels.glsl (the same lanes in GLSL)
 #pragma once
@@ -97,7 +100,7 @@ DESKSIDE_HD inline void act_bsums(const BlockQ8_K& a, int j, int* lo, int* hi) {
     *hi = static_cast<int16_t>(v >> 16);
 }
 
-enum class Tail { None, Offsets, Mins };
+enum class Tail { None, Offsets, Mins, Scale };
 enum class Share { None, Lane0, Mins };
 
 template <quant::TypeId T>
@@ -311,6 +314,13 @@ struct ExactDot<TypeId::IQ4_XS> : ExactK<BlockIq4Xs, Tail::None, Share::None, 0>
     }
 };
 
+}  // namespace deskside::backends::cuda::device
+
+// The low-bit types: IQ1-IQ3 and TQ1_0 / TQ2_0 (on ExactK), MXFP4 (on ExactLegacy), their codebooks.
+#include "backends/cuda/device/block_dot_lowbit.cuh"
+
+namespace deskside::backends::cuda::device {
+
 // ---- traits: a weight type's block, activation block and element count ----------------------
 
 template <class W, class A, quant::TypeId ActType, int Elems>
@@ -370,6 +380,16 @@ bool visit_weight_type(quant::TypeId type, F&& f) {
         case TypeId::Q5_K: f(WeightTraits<TypeId::Q5_K>{}); return true;
         case TypeId::Q6_K: f(WeightTraits<TypeId::Q6_K>{}); return true;
         case TypeId::IQ4_XS: f(WeightTraits<TypeId::IQ4_XS>{}); return true;
+        case TypeId::IQ2_XXS: f(WeightTraits<TypeId::IQ2_XXS>{}); return true;
+        case TypeId::IQ2_XS: f(WeightTraits<TypeId::IQ2_XS>{}); return true;
+        case TypeId::IQ2_S: f(WeightTraits<TypeId::IQ2_S>{}); return true;
+        case TypeId::IQ3_XXS: f(WeightTraits<TypeId::IQ3_XXS>{}); return true;
+        case TypeId::IQ3_S: f(WeightTraits<TypeId::IQ3_S>{}); return true;
+        case TypeId::IQ1_S: f(WeightTraits<TypeId::IQ1_S>{}); return true;
+        case TypeId::IQ1_M: f(WeightTraits<TypeId::IQ1_M>{}); return true;
+        case TypeId::TQ1_0: f(WeightTraits<TypeId::TQ1_0>{}); return true;
+        case TypeId::TQ2_0: f(WeightTraits<TypeId::TQ2_0>{}); return true;
+        case TypeId::MXFP4: f(WeightTraits<TypeId::MXFP4>{}); return true;
         default: return false;
     }
 }

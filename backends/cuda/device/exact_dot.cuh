@@ -11,7 +11,8 @@
 //   one chain over blocks, acc = fma(d_w * d_a, float(the block's whole integer sum), acc);
 // - every other row: the CPU's vec_dot, 8 chains acc_j = fma(d_w * d_a, float(int32 lane j), acc_j),
 //   met in the CPU's horizontal sum ((0+4)+(2+6)) + ((1+5)+(3+7));
-// then the type's tail chain: + offsets (Q4_1, Q5_1), - mins (Q2_K, Q4_K, Q5_K), for both.
+// then the type's tail chain: + offsets (Q4_1, Q5_1), - mins (Q2_K, Q4_K, Q5_K), for both; the
+// low-bit i-quants multiply the sum by their power of two instead (quant::kIqDotScale).
 // F32 / F16 / BF16 weights: dot_float_avx2.cpp's 4 accumulators x 8 float lanes = 32 chains over
 // the elements, combined per lane (0+1)+(2+3), then the horizontal sum, then the last k % 8
 // products added onto it in order as the compiled CPU code adds them (float_tail).
@@ -48,6 +49,7 @@ template <Tail kTail>
 DESKSIDE_HD inline float finish_dot(float lanes, float tail) {
     if constexpr (kTail == Tail::Offsets) return add_rn(lanes, tail);
     else if constexpr (kTail == Tail::Mins) return sub_rn(lanes, tail);
+    else if constexpr (kTail == Tail::Scale) return mul_rn(tail, lanes);
     else return lanes;
 }
 
