@@ -41,6 +41,10 @@ std::string trim(std::string s) {
 }
 
 // Waits for SIGINT/SIGTERM on a thread of its own (the signals are blocked everywhere else).
+// The thread is joined, never detached: the destructor wakes a waiter that saw no signal by
+// sending SIGTERM to that thread alone (pthread_kill), so no thread outlives the mutex and
+// condition variable it touches (a detached one could still be inside notify_all when serve
+// returns and destroys them).
 class ShutdownSignal {
    public:
     ShutdownSignal() {
@@ -49,22 +53,26 @@ class ShutdownSignal {
         sigaddset(&set_, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &set_, nullptr);
         signal(SIGPIPE, SIG_IGN);  // a client that went away must not kill the server
-        // The waiter may return and destroy this object as soon as it sees raised_, so the thread
-        // notifies while it holds the lock and touches nothing of it afterwards (ThreadSanitizer
-        // saw notify_all run on a destroyed condition variable); it waits on its own copy of set_.
-        thread_ = std::thread([this, set = set_] {
+        thread_ = std::thread([this] {
             int sig = 0;
-            sigwait(&set, &sig);
+            sigwait(&set_, &sig);
             std::lock_guard lock(mutex_);
             raised_ = true;
             cv_.notify_all();
         });
-        thread_.detach();
     }
-    bool raised() {
-        std::lock_guard lock(mutex_);
-        return raised_;
+    ~ShutdownSignal() {
+        bool raised = false;
+        {
+            std::lock_guard lock(mutex_);
+            raised = raised_;
+        }
+        // A thread that already returned from sigwait ignores this (or is gone: ESRCH).
+        if (!raised) pthread_kill(thread_.native_handle(), SIGTERM);
+        thread_.join();
     }
+    ShutdownSignal(const ShutdownSignal&) = delete;
+    ShutdownSignal& operator=(const ShutdownSignal&) = delete;
     void wait() {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return raised_; });

@@ -19,7 +19,15 @@ cmake --build "$build" -j"$(nproc)" --target deskside deskside_tests 2>&1 | grep
 # Reports go to a file per process (the tests start deskside children too); halt_on_error=0 lets a
 # run show every race it meets.
 rm -f "$build"/tsan-*.log*
-export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$PWD/$build/tsan-report.log"
+# One suppression, for a false positive of an uninstrumented library: Debian's cpp-httplib is a
+# shared library built without -fsanitize=thread, and the end of a chunked response writes its
+# function-local statics ("0\r\n", "\r\n"). The first worker to get there constructs them under
+# __cxa_guard_acquire; the others take the guard's fast path, a load ThreadSanitizer cannot see in
+# uninstrumented code, so their send() of those bytes is reported as racing with the
+# construction. The rule hides races on bytes httplib::detail::write_data sends; our own buffers
+# reach it only from the thread that filled them.
+printf 'race:httplib::detail::write_data\n' > "$build/tsan.supp"
+export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:log_path=$PWD/$build/tsan-report.log:suppressions=$PWD/$build/tsan.supp:print_suppressions=1"
 status=0
 "$build/tests/deskside_tests" "[engine-loop],[server]" > "$build/tsan-tests.log" 2>&1 || status=1
 tail -n 3 "$build/tsan-tests.log"
@@ -61,6 +69,8 @@ kill -TERM "$server"
 wait "$server" || status=1
 
 reports=$(cat "$build"/tsan-report.log* 2>/dev/null | grep -c "WARNING: ThreadSanitizer")
-echo "tsan: $reports ThreadSanitizer reports (build-tsan/tsan-report.log.*)"
+suppressed=$(cat "$build"/tsan-report.log* 2>/dev/null | grep -A1 "Matched .* suppressions" | grep -oE "^ *[0-9]+ race" \
+  | awk '{n += $1} END {print n + 0}')
+echo "tsan: $reports ThreadSanitizer reports, $suppressed suppressed (build-tsan/tsan-report.log.*)"
 [ "$reports" -eq 0 ] || status=1
 exit $status
