@@ -2,23 +2,33 @@
 # Soak test of `deskside serve` on stories260K: many concurrent clients (streaming and not,
 # greedy and sampled, some disconnecting at random) for a bounded time. Fails unless every
 # completed response is well formed, every greedy output equals the same request run alone, no
-# response is a 5xx, and RSS after the load is within 10 % of its plateau under load.
+# response is a 5xx, the server exits 0 on SIGTERM, and RSS after the load is within 10 % of its
+# plateau under load.
 #   scripts/soak.sh [SECONDS] [CLIENTS]   (default 180 s, 64 clients)
 #   scripts/soak.sh --short               (20 s, 32 clients: the CI version)
-# DESKSIDE_BUILD names the build directory (default build). Figures: docs/RELIABILITY.md.
+# DESKSIDE_BUILD names the build directory (default build). DESKSIDE_SANITIZED=1 (an ASan build,
+# as scripts/test.sh runs it) runs the server without ASan's quarantine and judges memory by
+# LeakSanitizer instead of the plateau: a clean exit (no leak, no report in the server's log) and
+# RSS after the load within 10 % of its peak. ASan's allocator grows its size-class regions for
+# a minute or more under this load (about 250 to 430 MiB in 40 s with no leak), so a 20 s run
+# never reaches a plateau; the plateau stays in the figures. Figures: docs/RELIABILITY.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--short" ]; then seconds=20 clients=32; else seconds="${1:-180}" clients="${2:-64}"; fi
 exec .venv/bin/python - "$seconds" "$clients" <<'EOF'
-import json, random, socket, subprocess, sys, threading, time
+import json, os, random, socket, subprocess, sys, threading, time
 import requests
 
 sys.path.insert(0, "tests/api")
 from serve_helpers import STORIES, TEMPLATE, Server  # noqa: E402
 
 seconds, clients = float(sys.argv[1]), int(sys.argv[2])
+env = None
+sanitized = os.environ.get("DESKSIDE_SANITIZED") == "1"
+if sanitized:  # as tests/api's test_memory_back_near_baseline
+    env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0"}
 server = Server(STORIES, "--chat-template", TEMPLATE, "--parallel", 8, "--ctx-size", 512, "--queue", 512,
-                "--max-client-conns", 4 * clients)
+                "--max-client-conns", 4 * clients, env=env)
 PROMPTS = [f"Once upon a time there was a {w}" for w in ["cat", "dog", "girl", "boy", "tree", "king", "fish", "sun"]]
 
 
@@ -139,12 +149,19 @@ after = server.rss_kib()
 half = sorted(rss[len(rss) // 2:])
 plateau = half[len(half) // 2]
 health = requests.get(server.url + "/health", timeout=5).status_code
-server.stop()
+exit_code = server.stop()
+log = server.read_log()
+reports = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in log]
+if reports:
+    print(log, file=sys.stderr)
 print(f"soak: {clients} clients, {elapsed:.0f} s: {stats['ok']} completed ({stats['stream']} streamed, "
       f"{stats['greedy']} greedy), {stats['disconnects']} disconnects, {stats['mismatch']} greedy mismatches, "
       f"{stats['malformed']} malformed, {stats['5xx']} 5xx, {stats['other']} other non-200; RSS plateau "
-      f"{plateau / 1024:.1f} MiB, peak {max(rss) / 1024:.1f} MiB, after {after / 1024:.1f} MiB; /health {health}")
+      f"{plateau / 1024:.1f} MiB, peak {max(rss) / 1024:.1f} MiB, after {after / 1024:.1f} MiB; /health {health}; "
+      f"exit {exit_code}" + (f", {', '.join(reports)}" if reports else "") +
+      ("; memory judged against the peak and by LeakSanitizer (ASan build)" if sanitized else ""))
+memory_grew = after > (max(rss) if sanitized else plateau) * 1.10
 failed = stats["mismatch"] or stats["malformed"] or stats["5xx"] or stats["other"] or health != 200 \
-    or after > plateau * 1.10 or stats["ok"] == 0
+    or memory_grew or exit_code != 0 or reports or stats["ok"] == 0
 sys.exit(1 if failed else 0)
 EOF

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds deskside with AddressSanitizer + UndefinedBehaviorSanitizer and runs every test:
-# the libFuzzer target for a bounded time, the Catch2 unit tests (ctest), then the Python suites
-# (pytest). Exits non-zero on any failure. This is the README's test command and what CI runs.
+# the libFuzzer target for a bounded time, the Catch2 unit tests (ctest), the model-file fuzzing,
+# the short soak, then the Python suites (pytest). Exits non-zero on any failure. This is the
+# README's test command and what CI runs.
 #   FUZZ_SECONDS=60 (split between the fuzz targets; 0 skips fuzzing)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 [ "${CI:-}" != true ] || export DESKSIDE_REQUIRE_DEVICES="${DESKSIDE_REQUIRE_DEVICES:-vulkan0}"  # CI has lavapipe
 (cd "$build" && ctest --output-on-failure -j"$(nproc)" --timeout 1500) || status=1
 scripts/fuzz-models.sh "$build" --quick || status=1  # broken model files through inspect/generate (~2 min)
+DESKSIDE_BUILD="$PWD/$build" scripts/soak.sh --short || status=1  # 32 clients for 20 s under ASan (~30 s)
 
 # The peer llama.cpp tools tests/py/test_quantize.py compares against (built once, then cached).
 peer_log="$build/peer-build.log"
