@@ -42,8 +42,9 @@ def field_value(reader, key):
 
 
 def pick_models():
-    """The smallest file of each tensor type, then the smallest of each architecture not yet had,
-    then two vocabulary-only files; {path: its reader}."""
+    """The smallest file of each dominant tensor type, then the smallest of each architecture not
+    yet had, then the smallest holding a tensor type no chosen file holds (so every type of every
+    shared file is fuzzed), then two vocabulary-only files; {path: its reader}."""
     files = sorted((p for p in (SHARED / "models").glob("*.gguf")), key=lambda p: p.stat().st_size)
     chosen, types, archs = [], set(), set()
     info, readers = [], {}
@@ -59,6 +60,12 @@ def pick_models():
         if arch not in archs:
             chosen.append(p)
             archs.add(arch)
+    held = {t.tensor_type.name for p in chosen for t in readers[p].tensors}
+    for p, _, _ in info:
+        missing = {t.tensor_type.name for t in readers[p].tensors} - held
+        if missing:
+            chosen.append(p)
+            held |= missing
     vocab = [SHARED / "models" / "vocab" / n for n in ("ggml-vocab-llama-spm.gguf", "ggml-vocab-qwen2.gguf")]
     chosen += [v for v in vocab if v.exists()]
     return {p: readers.get(p) or gguf.GGUFReader(p) for p in chosen}
@@ -322,8 +329,11 @@ def main():
             keep = (lambda names: rng.sample(names, min(len(names), 2))) if opts.quick else (lambda names: names)
             hp = write_hparam_variants(readers[model], folder, keep)
             jobs += [(model.name, p.stem, p) for p in hp]
+        covered = sorted({t.tensor_type.name for r in readers.values() for t in r.tensors})
+        archs = sorted({str(field_value(r, "general.architecture")) for r in readers.values()})
         print(f"fuzz-models: {len(models)} files ({', '.join(m.name for m in models)}), {len(jobs)} variants, "
               f"{len(jobs) * len(runs)} runs on {opts.jobs} workers")
+        print(f"  tensor types: {' '.join(covered)}; architectures: {' '.join(archs)}")
         start = time.monotonic()
         counts = collections.Counter()
         failures = []
