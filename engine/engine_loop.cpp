@@ -88,6 +88,11 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<JobSpec> jobs) {
             std::call_once(vocab_once_, [&] { vocab_ = std::make_shared<const GrammarVocab>(tokenizer_); });
             vocab = vocab_;
         }
+    // More jobs than the queue holds can never be admitted: a bad request, not a busy server.
+    if (static_cast<int64_t>(jobs.size()) > options_.max_queue)
+        throw std::invalid_argument("the request asks for " + std::to_string(jobs.size()) +
+                                    " completions (prompts x n) and the queue holds at most " +
+                                    std::to_string(options_.max_queue) + " (--queue)");
     std::vector<std::unique_ptr<Job>> made;
     for (size_t i = 0; i < jobs.size(); ++i) {
         if (jobs[i].prompt.empty()) throw std::invalid_argument("the prompt has no tokens");

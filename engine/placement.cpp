@@ -88,7 +88,12 @@ std::string format_bytes(uint64_t bytes) {
 
 MemoryNeeds memory_needs(const models::ModelInfo& info, const KvCacheConfig& cache, int64_t n_batch) {
     const models::Hparams& hp = info.hparams;
-    if (hp.n_layer <= 0) throw std::invalid_argument(info.path + ": the model has no layers to place");
+    // A bad file, not a bad flag: a runtime error naming the field (an invalid_argument would be
+    // reported as a usage error, "see --help").
+    if (hp.n_layer <= 0)
+        throw std::runtime_error(info.path + ": " + hp.architecture + ".block_count is " +
+                                 std::to_string(hp.n_layer) +
+                                 ": the model has no layers to place (a vocabulary-only file?)");
     MemoryNeeds n;
     n.n_layer = hp.n_layer;
     n.layer_weights.assign(hp.n_layer, 0);

@@ -48,7 +48,11 @@ bool boolean(const json& v, const std::string& param) {
 }
 
 std::vector<std::string> parse_stop(const json& v) {
-    if (v.is_string()) return {v.get<std::string>()};
+    if (v.is_string()) {
+        // An empty stop sequence would match at once and empty every output (as [""] would).
+        if (v.get_ref<const std::string&>().empty()) throw invalid_param("stop", "'stop' must not be empty");
+        return {v.get<std::string>()};
+    }
     if (!v.is_array()) throw wrong_type("stop", "a string or an array of strings", v);
     if (v.size() > 4) throw invalid_param("stop", "'stop' takes at most 4 sequences");
     std::vector<std::string> out;
@@ -508,7 +512,11 @@ std::vector<int32_t> token_list(const json& v, const std::string& path) {
 }
 
 std::vector<Prompt> parse_prompts(const json& v) {
-    if (v.is_string()) return {v.get<std::string>()};
+    if (v.is_string()) {
+        // An empty stop sequence would match at once and empty every output (as [""] would).
+        if (v.get_ref<const std::string&>().empty()) throw invalid_param("stop", "'stop' must not be empty");
+        return {v.get<std::string>()};
+    }
     if (!v.is_array()) throw wrong_type("prompt", "a string, an array of strings, or an array of token ids", v);
     if (v.empty()) throw invalid_param("prompt", "'prompt' must not be empty");
     if (v[0].is_number()) return {token_list(v, "prompt")};

@@ -112,6 +112,10 @@ def test_client_errors(stories):
     with pytest.raises(anthropic.BadRequestError) as e:
         c.messages.create(model="stories260K", messages=MSGS, max_tokens=5, stop_sequences=[""])
     assert e.value.body["error"]["type"] == "invalid_request_error"
+    # The string form too: an empty stop sequence would empty every output.
+    with pytest.raises(anthropic.BadRequestError) as e:
+        c.messages.create(model="stories260K", messages=MSGS, max_tokens=5, extra_body={"stop_sequences": ""})
+    assert "stop_sequences" in e.value.body["error"]["message"]
     with pytest.raises(anthropic.NotFoundError):
         c.messages.create(model="claude-nope", messages=MSGS, max_tokens=5)
 

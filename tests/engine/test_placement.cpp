@@ -221,7 +221,9 @@ TEST_CASE("memory needs of a real model follow its tensor table and cache settin
 
     models::ModelInfo vocab_only = info;
     vocab_only.hparams.n_layer = 0;
-    CHECK_THROWS_WITH(memory_needs(vocab_only, cache, 64), Catch::Contains("no layers to place"));
+    CHECK_THROWS_AS(memory_needs(vocab_only, cache, 64), std::runtime_error);
+    CHECK_THROWS_WITH(memory_needs(vocab_only, cache, 64),
+                      Catch::Contains(".block_count is 0") && Catch::Contains("no layers to place"));
 }
 
 TEST_CASE("sizes computed from absurd hyper-parameters are an error, not a wrapped product", "[engine][placement]") {

@@ -55,6 +55,13 @@ ROWS = [
     ("a control byte in a header", b"GET /health HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n", 400),
     ("a folded header", b"GET /health HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400),
     ("an expectation other than 100-continue", b"GET /health HTTP/1.1\r\nHost: x\r\nExpect: x\r\n\r\n", 417),
+    ("an empty stop string", post_bytes("/v1/completions", COMP + b', "stop": ""}'), 400),
+    ("an empty stop string in chat", post_bytes(
+        "/v1/chat/completions",
+        b'{"model": "stories260K", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stop": ""}'), 400),
+    ("more completions than the queue can ever hold",
+     post_bytes("/v1/completions", b'{"model": "stories260K", "prompt": ["a", "b", "c", "d", "e", "f", "g", "h", "i", '
+                b'"j"], "max_tokens": 1, "n": 16}'), 400),
 ]
 
 
