@@ -89,7 +89,8 @@ std::shared_ptr<RequestStream> EngineLoop::submit(std::vector<JobSpec> jobs) {
             vocab = vocab_;
         }
     // More jobs than the queue holds can never be admitted: a bad request, not a busy server.
-    if (static_cast<int64_t>(jobs.size()) > options_.max_queue)
+    // (--queue 0 refuses every request as a busy server would; tests use it to provoke the 503.)
+    if (options_.max_queue > 0 && static_cast<int64_t>(jobs.size()) > options_.max_queue)
         throw std::invalid_argument("the request asks for " + std::to_string(jobs.size()) +
                                     " completions (prompts x n) and the queue holds at most " +
                                     std::to_string(options_.max_queue) + " (--queue)");

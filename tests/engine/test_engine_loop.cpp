@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -99,11 +100,18 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
         CHECK(t2[0] == tokens[3]);
         CHECK(f2[0].cached_tokens == static_cast<int64_t>(jobs[3].prompt.size()) - 1);
     }
-    SECTION("a full queue refuses the whole request") {
+    SECTION("a request with more jobs than the queue can ever hold is refused as invalid, naming --queue") {
         EngineLoopOptions tiny = lo;
         tiny.max_queue = 2;
         EngineLoop small(model, *tokenizer, tiny, &metrics);
-        CHECK_THROWS_AS(small.submit(jobs), QueueFull);
+        CHECK_THROWS_AS(small.submit(jobs), std::invalid_argument);
+        CHECK_THROWS_WITH(small.submit(jobs), Catch::Contains("--queue"));
+    }
+    SECTION("a full queue refuses the whole request") {
+        EngineLoopOptions none = lo;
+        none.max_queue = 0;
+        EngineLoop small(model, *tokenizer, none, &metrics);
+        CHECK_THROWS_AS(small.submit({jobs[0]}), QueueFull);
     }
 }
 
