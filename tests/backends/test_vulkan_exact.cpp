@@ -32,7 +32,10 @@ using test::DeviceTensor;
 
 // vulkan0 when it has shaderFloat64 (the exact variants), else nullptr with a warning.
 std::unique_ptr<Backend> exact_vulkan_or_skip() {
-    for (const DeviceInfo& d : list_devices()) {
+    std::vector<backends::AbsentApi> absent;
+    const std::vector<DeviceInfo> devices = list_devices(&absent);
+    test::fail_for_absent_required(devices, absent, "vulkan");  // DESKSIDE_REQUIRE_DEVICES (CI): a failure
+    for (const DeviceInfo& d : devices) {
         if (d.api != "vulkan" || !d.usable) continue;
         if (std::find(d.features.begin(), d.features.end(), "fp64") == d.features.end()) {
             WARN("SKIPPED: " << d.name << " has no shaderFloat64: its ops are not the CPU's bits");
