@@ -115,6 +115,36 @@ TEST_CASE("engine loop: concurrent greedy jobs reproduce llama.cpp's tokens", "[
     }
 }
 
+TEST_CASE("engine loop: a token id outside the model fails only its own job", "[engine-loop]") {
+    // Issue #19, defect 10: one request's bad id once failed the whole step, and with it an
+    // unrelated stream. Here the bad job and a good one share steps: the bad one ends with an
+    // error naming the vocabulary, the good one gives llama.cpp's greedy tokens.
+    Stories st(2 * 128, 2);
+    LoopStats metrics;
+    EngineLoopOptions lo;
+    lo.max_running = 2;
+    lo.n_ctx = 128;
+    EngineLoop loop(st.model, *st.tokenizer, lo, &metrics);
+    const nlohmann::json& c = st.ref["cases"][0];
+    JobSpec good;
+    good.prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+    good.max_tokens = static_cast<int64_t>(c.at("greedy_tokens").size());
+    good.sampling.temperature = 0;
+    JobSpec bad = good;
+    bad.prompt.push_back(static_cast<int32_t>(st.model.n_vocab()));  // one past the last row
+    auto bad_stream = loop.submit({bad});
+    auto good_stream = loop.submit({good});
+    std::optional<JobEvent> bad_end;
+    while (!bad_end) {
+        auto e = bad_stream->pop(std::chrono::milliseconds(60000));
+        REQUIRE(e);
+        if (e->done) bad_end = *e;
+    }
+    CHECK(bad_end->finish_reason == "error");
+    CHECK(bad_end->error.find("outside the model's vocabulary") != std::string::npos);
+    CHECK(drain(*good_stream, 1)[0] == c.at("greedy_tokens").get<std::vector<int32_t>>());
+}
+
 TEST_CASE("engine loop: a prompt reuses the computed prefix of a running sequence", "[engine-loop]") {
     // Job A generates llama.cpp's greedy continuation of case 0; job B's prompt is A's prompt plus
     // the first kShared tokens A generates. Submitted while A runs, B must fork A's computed
