@@ -19,6 +19,7 @@
 #include "backends/backend.h"
 #include "backends/devices.h"
 #include "quant/blocks.h"
+#include "quant/float16.h"
 #include "quant/quant.h"
 
 namespace deskside::test {
@@ -125,6 +126,29 @@ inline void set_block_scale(quant::TypeId type, uint8_t* block, uint16_t d) {
         word = static_cast<uint16_t>((word & 0x0FFF) | ((d >> (4 * i)) & 0xF) << 12);
         std::memcpy(scales + 2 * i, &word, 2);
     }
+}
+
+// n_rows rows of `type`: quantized Gaussians, or random bytes under small scales (set_block_scale)
+// for the types quant/ has no quantizer for.
+inline std::vector<uint8_t> random_weight_rows(quant::TypeId type, int64_t k, int64_t n_rows, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const size_t row = quant::row_bytes(type, k);
+    std::vector<uint8_t> w(row * n_rows);
+    const quant::QuantTraits* t = quant::quant_traits(type);
+    if (t != nullptr && t->from_float != nullptr) {
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<float> v(static_cast<size_t>(k));
+        for (int64_t r = 0; r < n_rows; ++r) {
+            for (float& x : v) x = dist(rng);
+            t->from_float(v.data(), w.data() + r * row, k);
+        }
+        return w;
+    }
+    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+    for (size_t at = 0; at < w.size(); at += quant::type_info(type).block_bytes)
+        set_block_scale(type, w.data() + at, quant::fp32_to_fp16(scale(rng)));
+    return w;
 }
 
 inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -47,29 +47,6 @@ constexpr TypeId kWeightTypes[] = {TypeId::F32,  TypeId::F16,  TypeId::BF16, Typ
 constexpr TypeId kLowbitTypes[] = {TypeId::IQ2_XXS, TypeId::IQ2_XS, TypeId::IQ2_S, TypeId::IQ3_XXS, TypeId::IQ3_S,
                                    TypeId::IQ1_S,   TypeId::IQ1_M,  TypeId::TQ1_0, TypeId::TQ2_0,   TypeId::MXFP4};
 
-// n_rows rows of `type`: quantized Gaussians, or random bytes under sane scales for the types
-// quant/ has no quantizer for.
-std::vector<uint8_t> random_weights(TypeId type, int64_t k, int64_t n_rows, uint32_t seed) {
-    std::mt19937 rng(seed);
-    const size_t row = quant::row_bytes(type, k);
-    std::vector<uint8_t> w(row * n_rows);
-    const quant::QuantTraits* t = quant::quant_traits(type);
-    if (t->from_float) {
-        std::normal_distribution<float> dist(0.0f, 1.0f);
-        std::vector<float> v(static_cast<size_t>(k));
-        for (int64_t r = 0; r < n_rows; ++r) {
-            for (float& x : v) x = dist(rng);
-            t->from_float(v.data(), w.data() + r * row, k);
-        }
-        return w;
-    }
-    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-    for (size_t at = 0; at < w.size(); at += quant::type_info(type).block_bytes)
-        test::set_block_scale(type, w.data() + at, quant::fp32_to_fp16(scale(rng)));
-    return w;
-}
-
 // Activations as the CUDA launcher quantizes them: rows of W's vec_dot_type.
 template <class T>
 std::vector<uint8_t> device_activations(const std::vector<float>& x, int64_t k) {
@@ -184,7 +161,7 @@ void check_random_matmuls(std::span<const TypeId> types) {
         if (type == TypeId::F32) ks = {8, 35, 96, 203, 1000 + 3};
         for (const int64_t k : ks) {
             for (const int64_t n_out : {16, 13, 44}) {
-                const std::vector<uint8_t> w = random_weights(type, k, n_out, ++seed);
+                const std::vector<uint8_t> w = test::random_weight_rows(type, k, n_out, ++seed);
                 for (const int64_t m : {1, 3, 17}) check_matmul(cpu, type, w.data(), k, n_out, m, ++seed, tally);
             }
         }
@@ -283,7 +260,7 @@ void check_random_matmul_ids(std::span<const TypeId> types) {
         Tally tally;
         for (const int64_t n_out : {16, 12}) {
             const int64_t n_expert = 5;
-            const std::vector<uint8_t> w = random_weights(type, k, n_expert * n_out, ++seed);
+            const std::vector<uint8_t> w = test::random_weight_rows(type, k, n_expert * n_out, ++seed);
             check_matmul_id(cpu, type, w.data(), k, n_out, n_expert, seed, tally);
         }
         report(std::string(quant::type_info(type).name) + " matmul_id", tally);

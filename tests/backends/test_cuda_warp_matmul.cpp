@@ -27,29 +27,6 @@ namespace {
 namespace dev = cuda::device;
 using quant::TypeId;
 
-// n_rows rows of `type`: quantized Gaussians, or random bytes under small scales where quant/ has
-// no quantizer.
-std::vector<uint8_t> random_rows(TypeId type, int64_t k, int64_t n_rows, uint32_t seed) {
-    std::mt19937 rng(seed);
-    const size_t row = quant::row_bytes(type, k);
-    std::vector<uint8_t> w(row * n_rows);
-    const quant::QuantTraits* t = quant::quant_traits(type);
-    if (t != nullptr && t->from_float != nullptr) {
-        std::normal_distribution<float> dist(0.0f, 1.0f);
-        std::vector<float> v(static_cast<size_t>(k));
-        for (int64_t r = 0; r < n_rows; ++r) {
-            for (float& x : v) x = dist(rng);
-            t->from_float(v.data(), w.data() + r * row, k);
-        }
-        return w;
-    }
-    for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-    for (size_t at = 0; at < w.size(); at += quant::type_info(type).block_bytes)
-        test::set_block_scale(type, w.data() + at, quant::fp32_to_fp16(scale(rng)));
-    return w;
-}
-
 struct Count {
     int64_t compared = 0, differing = 0, other_order_differs = 0;
     std::ostringstream first;
@@ -89,7 +66,7 @@ void check_type(uint32_t& seed, int64_t& total) {
     // Rows shorter than one pass, one pass, a partial last pass; 8 tokens of activations.
     for (const int64_t n_blocks : {int64_t{1}, int64_t{3}, kPass1 - 1, kPass1, kPass1 + 1, 2 * kPass1 + 5}) {
         const int64_t k = n_blocks * T::kElems, n_rows = 4, n_tokens = 8;
-        const std::vector<uint8_t> w = random_rows(T::kType, k, n_rows, ++seed);
+        const std::vector<uint8_t> w = test::random_weight_rows(T::kType, k, n_rows, ++seed);
         const std::vector<float> x = test::random_values(static_cast<size_t>(k * n_tokens), ++seed, -3.0f, 3.0f);
         const size_t act_stride = quant::row_bytes(T::kActType, k);
         std::vector<uint8_t> act(act_stride * n_tokens);
