@@ -1,7 +1,7 @@
 // The mixture-of-experts kernels (kernels.h): the router (device/moe_math.cuh, one token per thread), the
 // expert matmul, add_id, moe_combine and swiglu_oai (device/moe_math.cuh), with the CPU backend's float
 // operations (backends/cpu/ops_moe.cpp), each step rounded on its own (device::*_rn), and glibc's expf
-// (device::expf_libm), so all but matmul_id give the CPU's bits.
+// (device::expf_libm), so every one gives the CPU's bits (matmul_id through launch_matmul's arithmetic).
 //
 // matmul_id: the activations are quantized once (launch_quantize_activations, as launch_matmul does); a CTA
 // computes a tile of rows (a warp each) of one output column j, reading W's rows at expert ids[j], with launch_matmul's

@@ -157,13 +157,12 @@ TEST_CASE("CUDA device code: block fields, codebook and dp4a", "[cuda-device-cod
     for (int i = 0; i < 16; ++i) REQUIRE(dev::iq4_level(i) == q::kIq4nlValues[i]);
 }
 
-TEST_CASE("CUDA device code: dequantize writes quant::to_float's bits", "[cuda-device-code]") {
-    std::mt19937 rng(3);
-    constexpr int64_t k = 1024;
-    for (TypeId type : kWeightTypes) {
-        dev::visit_weight_type(type, [&](auto traits) {
-            using T = decltype(traits);
-            if constexpr (!T::kFloat) {
+// dev::dequantize of `type`'s blocks (quantized rows and random bytes) gives quant::to_float's bits;
+// false where the device code does not take the type.
+bool dequantizes_as_quant(TypeId type, int64_t k, std::mt19937& rng) {
+    return dev::visit_weight_type(type, [&](auto traits) {
+        using T = decltype(traits);
+        if constexpr (!T::kFloat) {
                 for (bool random_bytes : {false, true}) {
                     INFO(q::type_info(type).name << (random_bytes ? " random bytes" : " quantized"));
                     const auto row = weight_row<T>(type, k, random_bytes, rng);
@@ -173,9 +172,13 @@ TEST_CASE("CUDA device code: dequantize writes quant::to_float's bits", "[cuda-d
                     for (int64_t i = 0; i < k / T::kElems; ++i) dev::dequantize(blocks[i], got.data() + i * T::kElems);
                     REQUIRE(std::memcmp(expect.data(), got.data(), k * sizeof(float)) == 0);
                 }
-            }
-        });
-    }
+        }
+    });
+}
+
+TEST_CASE("CUDA device code: dequantize writes quant::to_float's bits", "[cuda-device-code]") {
+    std::mt19937 rng(3);
+    for (TypeId type : kWeightTypes) CHECK(dequantizes_as_quant(type, 1024, rng));
 }
 
 TEST_CASE("CUDA device code: the low-bit codebooks are quant/'s and their blocks dequantize to quant::to_float's bits",
@@ -197,23 +200,7 @@ TEST_CASE("CUDA device code: the low-bit codebooks are quant/'s and their blocks
     for (uint32_t e = 0; e < 256; ++e) REQUIRE(bits(dev::e8m0_to_fp32_half(e)) == bits(q::e8m0_to_fp32_half(e)));
 
     std::mt19937 rng(7);
-    constexpr int64_t k = 2048;
-    for (TypeId type : kLowbitTypes) {
-        REQUIRE(dev::visit_weight_type(type, [&](auto traits) {
-            using T = decltype(traits);
-            if constexpr (!T::kFloat) {
-                for (bool random_bytes : {false, true}) {
-                    INFO(q::type_info(type).name << (random_bytes ? " random bytes" : " quantized"));
-                    const auto row = weight_row<T>(type, k, random_bytes, rng);
-                    std::vector<float> expect(k), got(k);
-                    q::quant_traits(type)->to_float(row.data(), expect.data(), k);
-                    const auto* blocks = reinterpret_cast<const typename T::Block*>(row.data());
-                    for (int64_t i = 0; i < k / T::kElems; ++i) dev::dequantize(blocks[i], got.data() + i * T::kElems);
-                    REQUIRE(std::memcmp(expect.data(), got.data(), k * sizeof(float)) == 0);
-                }
-            }
-        }));
-    }
+    for (TypeId type : kLowbitTypes) REQUIRE(dequantizes_as_quant(type, 2048, rng));
 }
 
 TEST_CASE("CUDA device code: activation quantization writes quant::activation_from_float's bytes",
