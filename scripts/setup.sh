@@ -12,7 +12,9 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config ccache git clang
   nlohmann-json3-dev libcpp-httplib-dev libsentencepiece-dev catch2 libpcre2-dev libcurl4-openssl-dev
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
-  python3 python3-venv python3-pip tmux time bc)
+  python3 python3-venv python3-pip tmux time bc
+  haproxy
+  chromium chromium-driver)
 
 missing=()
 for p in "${packages[@]}"; do
