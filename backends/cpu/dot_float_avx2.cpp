@@ -1,6 +1,8 @@
 // AVX2 dots for unquantized rows: F32 . F32, F16 . F16 (converted with F16C) and BF16 . BF16
 // (a bfloat16 is the top half of a float). Four independent accumulators hide the FMA latency.
 // ref: quant/ref_float.cpp (the scalar references, which accumulate in double)
+#include <cmath>
+
 #include "backends/cpu/dot_avx2_common.h"
 #include "backends/cpu/dot_isa.h"
 #include "quant/float16.h"
@@ -21,7 +23,10 @@ float dot_rows(int64_t n, const T* w, const T* a, Load8 load8, Scalar scalar) {
     }
     for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load8(w, i), load8(a, i), acc[0]);
     float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; ++i) sum += scalar(w[i]) * scalar(a[i]);
+    // The tail is one explicit fma per element: `sum += w * a` was contracted or not as the build
+    // chose (GCC -O3 vectorized 4 products unfused, -O2 fused each), so its bits were not one thing.
+    // The Vulkan and CUDA exact paths fuse every step too.
+    for (; i < n; ++i) sum = std::fma(scalar(w[i]), scalar(a[i]), sum);
     return sum;
 }
 

@@ -152,13 +152,8 @@ void check_random_matmuls(std::span<const TypeId> types) {
         const int64_t block = quant::type_info(type).block_size;
         Tally tally;
         // k: one block, several, and for the float types lengths with whole 8-steps and a tail.
-        // F32 tails stay below 4: the CPU's scalar tail `sum += w[i] * a[i]` (dot_float_avx2.cpp) is
-        // compiled differently by build (GCC at -O3 multiplies 4 remaining products as a vector and
-        // adds them unfused; the sanitized build's -O2 fuses every one), so its bits for k % 8 >= 4
-        // are not one thing yet; a defect of the CPU backend to fix there (an explicit fma per step).
         std::vector<int64_t> ks = {block, 4 * block, 2048};
         if (block == 1) ks = {8, 37, 96, 203, 1000 + 5};
-        if (type == TypeId::F32) ks = {8, 35, 96, 203, 1000 + 3};
         for (const int64_t k : ks) {
             for (const int64_t n_out : {16, 13, 44}) {
                 const std::vector<uint8_t> w = test::random_weight_rows(type, k, n_out, ++seed);

@@ -244,14 +244,14 @@ TEST_CASE("CUDA exact ops: attention gives the CPU's AVX2 bytes", "[cuda-device-
             for (const TypeId v_type : {TypeId::F16, TypeId::Q8_0, TypeId::F32})
                 check_attention(cpu, {k_type, v_type, 8, 2, 128, 0, false}, seed++);
         // Sinks, windows, one KV head, and head sizes with the F16 dot's double tail (80) and, for
-        // an F32 cache, one 8-step past the 32s (40). Not an F32 head size with a scalar tail
-        // (head_dim % 8): the CPU's tail `sum += k * q` is compiled differently by build (see
-        // test_cuda_exact_matmul.cpp), a defect of the CPU backend to fix there first.
+        // an F32 cache, one 8-step past the 32s (40) and the scalar tail (36, 39).
         check_attention(cpu, {TypeId::F16, TypeId::F16, 8, 2, 64, 0, true}, seed++);
         check_attention(cpu, {TypeId::F16, TypeId::F16, 4, 1, 64, 300, true}, seed++);
         check_attention(cpu, {TypeId::Q8_0, TypeId::Q8_0, 4, 2, 64, 200, false}, seed++);
         check_attention(cpu, {TypeId::F16, TypeId::F16, 4, 2, 80, 0, false}, seed++);
         check_attention(cpu, {TypeId::F32, TypeId::F32, 4, 2, 40, 0, true}, seed++);
+        check_attention(cpu, {TypeId::F32, TypeId::F32, 4, 2, 36, 0, true}, seed++);
+        check_attention(cpu, {TypeId::F32, TypeId::F32, 4, 2, 39, 0, false}, seed++);
     });
 }
 

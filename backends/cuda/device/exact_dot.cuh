@@ -119,19 +119,11 @@ DESKSIDE_HD inline float combine_float_chains(const float* chains) {
     return cpu_hsum8(lanes);
 }
 
-// The last k % 8 products added onto the sum in order, as the compiled CPU tail loop adds them:
-// fused, except that for F32 GCC vectorizes the loop, and with 4 or more products left it rounds 4
-// products at once (vmulps) and adds them one by one before fusing the rest (measured in the
-// object code of dot_float_avx2.cpp; the F16 / BF16 loops, which convert element by element, stay
-// scalar and fused). A CPU built by another compiler may differ here, and the test will say so.
+// The last k % 8 products added onto the sum in order, one fma each, as the CPU's tail loop does
+// (an explicit std::fma in dot_float_avx2.cpp).
 template <quant::TypeId T>
 DESKSIDE_HD inline float float_tail(const void* w, const void* a, int64_t k, float sum) {
-    int64_t i = k / 8 * 8;
-    if (T == TypeId::F32 && k - i >= 4) {
-        for (const int64_t end = i + 4; i < end; ++i)
-            sum = add_rn(sum, mul_rn(float_element<T>(w, i), float_element<T>(a, i)));
-    }
-    for (; i < k; ++i) sum = fma_rn(float_element<T>(w, i), float_element<T>(a, i), sum);
+    for (int64_t i = k / 8 * 8; i < k; ++i) sum = fma_rn(float_element<T>(w, i), float_element<T>(a, i), sum);
     return sum;
 }
 
