@@ -359,24 +359,29 @@ ordered_json tool_message(const ParsedToolCalls& p, const ToolsRequest& t) {
     return msg;
 }
 
-std::string tool_finish_reason(const std::string& engine_reason, size_t n_calls, const ToolsRequest& t) {
-    if (n_calls == 0 || engine_reason != "stop") return engine_reason;  // a call cut by max_tokens stays "length"
+// "tool_calls" once the model ended after complete calls; a call cut by max_tokens keeps "length",
+// as OpenAI's does, and one cut by a stop string (or broken) keeps "stop".
+std::string tool_finish_reason(const std::string& engine_reason, size_t n_calls, bool cut, const ToolsRequest& t) {
+    if (n_calls == 0 || cut || engine_reason != "stop") return engine_reason;
     return t.legacy ? "function_call" : "tool_calls";
 }
 
-// The deltas OpenAI streams for one parser event: content, or a call as its header (id, name,
-// empty arguments) followed by its arguments.
-std::vector<ordered_json> tool_deltas(const ToolCallEvent& e, bool legacy) {
-    if (!e.call) return {ordered_json{{"content", e.content}}};
-    const ToolCall& c = *e.call;
+// The deltas OpenAI streams for one parser event: content, a call's head (index, id, type, name
+// and empty arguments), or the next piece of its arguments.
+ordered_json tool_delta(const ToolCallEvent& e, bool legacy) {
+    if (e.is_content()) return {{"content", e.content}};
     if (legacy)
-        return {ordered_json{{"function_call", {{"name", c.name}, {"arguments", ""}}}},
-                ordered_json{{"function_call", {{"arguments", c.arguments}}}}};
-    ordered_json head = {{"index", e.index}, {"id", c.id}, {"type", "function"},
-                         {"function", {{"name", c.name}, {"arguments", ""}}}};
-    ordered_json args = {{"index", e.index}, {"function", {{"arguments", c.arguments}}}};
-    return {ordered_json{{"tool_calls", ordered_json::array({std::move(head)})}},
-            ordered_json{{"tool_calls", ordered_json::array({std::move(args)})}}};
+        return {{"function_call", e.call ? ordered_json{{"name", e.call->name}, {"arguments", ""}}
+                                         : ordered_json{{"arguments", e.arguments}}}};
+    ordered_json call = {{"index", e.index}};
+    if (e.call) {
+        call["id"] = e.call->id;
+        call["type"] = "function";
+        call["function"] = {{"name", e.call->name}, {"arguments", ""}};
+    } else {
+        call["function"] = {{"arguments", e.arguments}};
+    }
+    return {{"tool_calls", ordered_json::array({std::move(call)})}};
 }
 
 // The tool-call parsers of a streamed answer, one per choice; they live as long as the stream.
@@ -571,7 +576,7 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
             if (parse_calls) {
                 const ParsedToolCalls p = parse_tool_calls(content, tool_format, tools);
                 message = tool_message(p, tools);
-                finish = tool_finish_reason(finish, p.calls.size(), tools);
+                finish = tool_finish_reason(finish, p.calls.size(), p.cut, tools);
             }
             if (!reasoning.empty()) message["reasoning_content"] = reasoning;
             arr.push_back({{"index", i},
@@ -622,10 +627,9 @@ void handle_chat_completions(const httplib::Request& req, httplib::Response& res
             std::vector<ToolCallEvent> events = parser.feed(content);
             if (e.done) {
                 for (ToolCallEvent& x : parser.finish()) events.push_back(std::move(x));
-                finish = tool_finish_reason(finish, parser.n_calls(), calls->tools);
+                finish = tool_finish_reason(finish, parser.n_calls(), parser.cut(), calls->tools);
             }
-            for (const ToolCallEvent& x : events)
-                for (ordered_json& d : tool_deltas(x, calls->tools.legacy)) deltas.push_back(std::move(d));
+            for (const ToolCallEvent& x : events) deltas.push_back(tool_delta(x, calls->tools.legacy));
         }
         if (deltas.empty() && !lp.is_null()) deltas.push_back({{"content", ""}});
         for (size_t k = 0; k < deltas.size(); ++k)

@@ -10,6 +10,7 @@ a valid call: the arguments must be JSON matching the function's parameters.
 import json
 
 import jinja2
+import jsonschema
 import openai
 import pytest
 
@@ -205,6 +206,61 @@ def test_qwen3_coder_xml_calls(qwen3_coder):
     assert out.choices[0].finish_reason in ("stop", "length", "tool_calls")
 
 
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def call_deltas(chunks):
+    return [d for ch in chunks if ch.choices for d in (ch.choices[0].delta.tool_calls or [])]
+
+
+def test_streamed_call_arguments_arrive_in_pieces(stories):
+    """A streamed call goes out as OpenAI streams one: a head delta (index, id, type, name, empty
+    arguments) once the name is known and the arguments open, then the arguments in pieces as the
+    model writes them. Joined, the pieces are the non-streamed call's arguments for the same seed,
+    byte for byte; sampled at temperature 1, so the grammar keeps every call valid."""
+    c = stories.client()
+    for seed in range(3):
+        kw = dict(model=M, messages=ASK, tools=[TIME, WEATHER], tool_choice=NAMED, max_tokens=200, temperature=1.0,
+                  seed=seed)
+        whole = c.chat.completions.create(**kw)
+        assert whole.choices[0].finish_reason == "tool_calls"
+        (call,) = whole.choices[0].message.tool_calls
+        jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+        chunks = list(c.chat.completions.create(stream=True, **kw))
+        head, *pieces = call_deltas(chunks)
+        assert head.index == 0 and head.id.startswith("call_") and head.type == "function"
+        assert head.function.name == "get_weather" and head.function.arguments == ""
+        assert len(pieces) > 1
+        assert all(d.index == 0 and d.id is None and d.type is None and d.function.name is None for d in pieces)
+        joined = "".join(d.function.arguments for d in pieces)
+        assert joined == call.function.arguments
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_call_cut_by_max_tokens(stories):
+    """max_tokens inside a call's arguments: as OpenAI answers, the call with the arguments written
+    so far (not complete JSON) and finish_reason "length", streamed and not alike."""
+    c = stories.client()
+    kw = dict(model=M, messages=ASK, tools=[WEATHER], tool_choice=NAMED, temperature=0)
+    full = c.chat.completions.create(max_tokens=200, logprobs=True, **kw)
+    complete = full.choices[0].message.tool_calls[0].function.arguments
+    written, n = "", 0
+    for n, t in enumerate(full.choices[0].logprobs.content, 1):  # the token that opens the arguments
+        written += t.token
+        if '"arguments": {' in written:
+            break
+    out = c.chat.completions.create(max_tokens=n + 2, **kw)
+    assert out.choices[0].finish_reason == "length"
+    (call,) = out.choices[0].message.tool_calls
+    cut = call.function.arguments
+    assert cut.startswith("{") and complete.startswith(cut) and cut != complete
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut)
+    chunks = list(c.chat.completions.create(max_tokens=n + 2, stream=True, **kw))
+    assert "".join(d.function.arguments for d in call_deltas(chunks)) == cut
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
 def strict(tool):
     return {"type": "function", "function": dict(tool["function"], strict=True)}
 
@@ -223,6 +279,20 @@ def test_strict_tools_with_auto_leave_free_text_free(stories):
     chunks = list(c.chat.completions.create(model=M, messages=ASK, tools=tools, max_tokens=24, temperature=0,
                                             stream=True))
     assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == free.choices[0].text
+
+
+def test_strict_tool_with_unenforceable_schema_is_400(stories):
+    """strict with auto holds a call to its schema; a keyword the grammar cannot enforce is a 400
+    naming the parameters, never a silent promise. Not strict, the same schema is accepted."""
+    paint = {"type": "function", "function": {"name": "paint", "strict": True, "parameters": {
+        "type": "object", "properties": {"color": {"type": "string", "format": "color"}}, "required": ["color"],
+        "additionalProperties": False}}}
+    body = {"model": M, "messages": ASK, "tools": [paint], "tool_choice": "auto", "max_tokens": 4}
+    r = stories.post("/v1/chat/completions", body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "tools[0].function.parameters" and "format" in r.json()["error"]["message"]
+    lax = {"type": "function", "function": dict(paint["function"], strict=False)}
+    assert stories.post("/v1/chat/completions", dict(body, tools=[lax])).status_code == 200
 
 
 @pytest.fixture(scope="module")

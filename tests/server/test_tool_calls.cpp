@@ -74,7 +74,11 @@ ParsedToolCalls parse_streamed(std::string_view text, ToolFormat f, const ToolsR
             if (e.call) {
                 CHECK(e.index == out.calls.size());
                 CHECK(e.content.empty());
+                CHECK(e.call->arguments.empty());  // they follow in pieces
                 out.calls.push_back(*e.call);
+            } else if (!e.arguments.empty()) {
+                REQUIRE(e.index < out.calls.size());
+                out.calls[e.index].arguments += e.arguments;
             } else {
                 out.content += e.content;
             }
@@ -87,11 +91,13 @@ ParsedToolCalls parse_streamed(std::string_view text, ToolFormat f, const ToolsR
         i += n;
     }
     take(stream.finish());
+    out.cut = stream.cut();
     return out;
 }
 
 void check_same(const ParsedToolCalls& a, const ParsedToolCalls& b) {
     CHECK(a.content == b.content);
+    CHECK(a.cut == b.cut);
     REQUIRE(a.calls.size() == b.calls.size());
     for (size_t i = 0; i < a.calls.size(); ++i) {
         CHECK(a.calls[i].id == b.calls[i].id);
@@ -105,6 +111,7 @@ struct Sample {
     std::string text;
     std::string content;
     std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+    bool cut = false;  // the last call was sent and its arguments never completed
 };
 
 // Outputs in the shape each template asks for, with and without the mistakes models make.
@@ -126,11 +133,34 @@ const std::vector<Sample>& samples() {
          "<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{}\"}",
          "",
          {{"get_time", "{}"}}},
-        // Malformed JSON, an unknown function, a truncated call: content, byte for byte.
+        // The call's object never closed, but its arguments did: the call was sent and is whole.
         {ToolFormat::kHermes,
          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
-         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
-         {}},
+         "",
+         {{"get_weather", R"({"city":"Paris"})"}}},
+        // Cut after it was sent (max_tokens): the arguments so far, not complete JSON.
+        {ToolFormat::kHermes,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+         "",
+         {{"get_weather", R"({"city":"Par)"}},
+         true},
+        // Broken after it was sent: the arguments up to the bad byte; the rest of the call is dropped.
+        {ToolFormat::kHermes,
+         "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"x\": 01}}</tool_call> After.",
+         "After.",
+         {{"get_time", R"({"x":0)"}},
+         true},
+        // Arguments before the name, or encoded as a string: held until the call's object closes;
+        // numbers and escapes stay as written.
+        {ToolFormat::kHermes,
+         "<tool_call>{\"arguments\": {\"city\": \"P\\u00e9k\", \"n\": 1.50e1}, \"name\": \"get_weather\"}</tool_call>",
+         "",
+         {{"get_weather", R"({"city":"P\u00e9k","n":1.50e1})"}}},
+        {ToolFormat::kHermes,
+         "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}</tool_call>",
+         "",
+         {{"get_weather", R"({"city":"Oslo"})"}}},
+        // An unknown function, a call cut before it was sent: content, byte for byte.
         {ToolFormat::kHermes,
          "Sure. <tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call> Done.",
          "Sure. <tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call> Done.",
@@ -179,10 +209,12 @@ const std::vector<Sample>& samples() {
          "<tool_call>\n<function=launch>\n</function>\n</tool_call>",
          "<tool_call>\n<function=launch>\n</function>\n</tool_call>",
          {}},
+        // Sent at <function=get_weather>, then broken inside a value: cut, its arguments "{".
         {ToolFormat::kQwen3Xml,
          "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
-         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
-         {}},
+         "",
+         {{"get_weather", "{"}},
+         true},
         // Llama 3.x: bare JSON with "parameters", optionally after <|python_tag|>; ';' between calls.
         {ToolFormat::kLlama3,
          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
@@ -198,8 +230,10 @@ const std::vector<Sample>& samples() {
         {ToolFormat::kLlama3, "The weather is {fine}.", "The weather is {fine}.", {}},
         {ToolFormat::kLlama3,
          "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par",
-         "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Par",
-         {}},
+         "",
+         {{"get_weather", R"({"city":"Par)"}},
+         true},
+        {ToolFormat::kLlama3, "{\"name\": \"get_weather\", \"par", "{\"name\": \"get_weather\", \"par", {}},
         // Mistral: [TOOL_CALLS] and a JSON array; the marker is a control token the detokenizer drops.
         {ToolFormat::kMistral,
          "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"unit\": \"celsius\"}, "
@@ -246,6 +280,7 @@ TEST_CASE("tool calls: each family's output is parsed into calls and content", "
         INFO(deskside::server::tool_format_name(s.format) << ": " << s.text);
         const ParsedToolCalls p = parse(s.text, s.format, t);
         CHECK(p.content == s.content);
+        CHECK(p.cut == s.cut);
         REQUIRE(p.calls.size() == s.calls.size());
         for (size_t i = 0; i < p.calls.size(); ++i) {
             CHECK(p.calls[i].id == "id" + std::to_string(i));
@@ -267,6 +302,95 @@ TEST_CASE("tool calls: the stream gives the same result however the text is cut"
         for (int i = 0; i < 16; ++i) random_cuts.push_back(1 + rng() % 12);
         check_same(parse_streamed(s.text, s.format, t, random_cuts), whole);
     }
+}
+
+TEST_CASE("tool calls: the stream is the same cut at every one or two places", "[tool-calls]") {
+    const ToolsRequest t = tools();
+    for (const size_t k : {1, 4, 6, 8}) {  // samples with calls sent, cut, held, and only content
+        const Sample& s = samples()[k];
+        INFO(s.text);
+        const ParsedToolCalls whole = parse(s.text, s.format, t);
+        for (size_t a = 1; a < s.text.size(); ++a)
+            for (size_t b = a; b < s.text.size(); ++b)
+                check_same(parse_streamed(s.text, s.format, t, {a, b - a + 1, s.text.size()}), whole);
+    }
+}
+
+TEST_CASE("tool calls: a call is sent once its name is known, then its arguments as they are written",
+          "[tool-calls]") {
+    const ToolsRequest t = tools();
+    const std::string text =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n"
+        "</tool_call>";
+    ToolCallStream stream(ToolFormat::kHermes, t, counter());
+    const auto head = stream.feed(text.substr(0, text.find("{\"city")));
+    CHECK(head.empty());  // the name is known, but the arguments have not opened
+    auto events = stream.feed("{\"city\": \"Pa");
+    REQUIRE(events.size() == 2);
+    REQUIRE(events[0].call);
+    CHECK(events[0].call->id == "id0");
+    CHECK(events[0].call->name == "get_weather");
+    CHECK(events[0].arguments.empty());
+    CHECK(events[1].arguments == R"({"city":"Pa)");
+    events = stream.feed("ris\", ");
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].arguments == R"(ris",)");
+    CHECK(events[0].index == 0);
+    // Every format streams: byte by byte, the head comes once, then more than one piece.
+    for (const Sample& s : samples()) {
+        if (s.calls.empty()) continue;
+        INFO(deskside::server::tool_format_name(s.format) << ": " << s.text);
+        ToolCallStream bytes(s.format, t, counter());
+        std::vector<size_t> heads, pieces(s.calls.size());
+        auto take = [&](const std::vector<deskside::server::ToolCallEvent>& evs) {
+            for (const auto& e : evs) {
+                if (e.call) heads.push_back(e.index);
+                if (!e.arguments.empty()) {
+                    REQUIRE(e.index < heads.size());  // never before the call's head
+                    ++pieces[e.index];
+                }
+            }
+        };
+        for (const char c : s.text) take(bytes.feed(std::string_view(&c, 1)));
+        take(bytes.finish());
+        REQUIRE(heads.size() == s.calls.size());
+        for (size_t i = 0; i < heads.size(); ++i) CHECK(heads[i] == i);
+        // Qwen3-Coder sends one piece per parameter; JSON arguments of more than "{}" come byte by byte.
+        if (s.calls[0].second.size() > 2 && s.format != ToolFormat::kQwen3Xml &&
+            s.text.find("{\"arguments") == std::string::npos && s.text.find("\"{\\") == std::string::npos)
+            CHECK(pieces[0] > 1);
+    }
+}
+
+TEST_CASE("tool calls: the JSON scanner accepts exactly JSON", "[tool-calls]") {
+    using deskside::server::JsonScanner;
+    const std::vector<std::string> texts = {
+        R"({})", R"([])", R"({"a": [1, -2.5e+3, 0, 0.0, true, false, null, "x\"\u00e9\n"], "b": {}})",
+        R"([{"a": 1}, [], "s", -0])", R"({"a": 01})", R"({"a": 1.})", R"({"a": .5})", R"({"a": 1e})", R"({"a": -})",
+        R"({"a" 1})", R"({"a": 1,})", R"([1,])", R"({a: 1})", R"({"a": tru})", R"({"a": "\x"})", R"({"a": "\u12g4"})",
+        R"({"a": 1} x)", R"({"a": 1]})", R"([1}])", "{\"a\": \"\x01\"}", R"({"a": nul})", R"({"a": 1E5, "b": 2e-1})",
+        R"({"a": [[[]]], "b": [{"c": [{}]}]})", R"("top")", R"(5)",
+    };
+    for (const std::string& text : texts) {
+        INFO(text);
+        JsonScanner scanner;
+        bool ok = true;
+        std::string compact;
+        for (const char c : text) {
+            const JsonScanner::Step step = scanner.push(c);
+            if (step == JsonScanner::Step::kError) {
+                ok = false;
+                break;
+            }
+            if (step != JsonScanner::Step::kSpace) compact += c;
+        }
+        const bool container = text.starts_with('{') || text.starts_with('[');
+        CHECK((ok && scanner.done()) == (container && json::accept(text)));
+        if (ok && scanner.done()) CHECK(json::parse(compact) == json::parse(text));
+    }
+    CHECK(deskside::server::compact_json_object(" { \"a\" : [ 1 , 2 ] } ") == R"({"a":[1,2]})");
+    CHECK(deskside::server::compact_json_object("[1]").empty());
+    CHECK(deskside::server::compact_json_object("{} {}").empty());
 }
 
 TEST_CASE("tool calls: a stream never shows part of a call marker as content", "[tool-calls]") {
