@@ -180,7 +180,12 @@ int run_batched_bench(const std::string& model_path, const DeviceFlags& devices,
     std::vector<BatchedResult> results;
     for (long long pp : pps)
         for (long long tg : tgs)
-            for (long long pl : pls) results.push_back(run_batched(model, rng, pp, tg, pl));
+            for (long long pl : pls) {
+                results.push_back(run_batched(model, rng, pp, tg, pl));
+                const BatchedResult& r = results.back();
+                std::fprintf(stderr, "bench: run %zu/%zu: pp %lld, tg %lld, pl %lld: %.3f s\n", results.size(),
+                             pps.size() * tgs.size() * pls.size(), pp, tg, pl, r.t_pp + r.t_tg);
+            }
     for (long long j = 0; j < max_pl; ++j) model.truncate(static_cast<int32_t>(j), 0);
 
     const auto speed = [](double tokens, double s) { return s > 0 ? tokens / s : 0.0; };
@@ -265,7 +270,13 @@ int run(Args& args) {
     for (TestResult& t : tests) {
         const auto once = [&] { return t.n_prompt > 0 ? run_pp(model, rng, t.n_prompt) : run_tg(model, rng, t.n_gen); };
         once();  // warm-up
-        for (long long r = 0; r < reps; ++r) t.seconds.push_back(once());
+        // A line per repetition on stderr: a long run shows it is alive and how fast it goes.
+        for (long long r = 0; r < reps; ++r) {
+            const double secs = once();
+            t.seconds.push_back(secs);
+            std::fprintf(stderr, "bench: %s run %lld/%lld: %.2f t/s (%.3f s)\n", t.name.c_str(), r + 1, reps,
+                         tokens_per_second(t, secs), secs);
+        }
     }
     model.truncate(0, 0);
 

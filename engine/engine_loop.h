@@ -71,6 +71,7 @@ struct LoopStats {
     std::atomic<uint64_t> cached_prompt_tokens{0};
     std::atomic<uint64_t> generated_tokens{0};
     std::atomic<uint64_t> preemptions{0};
+    std::atomic<uint64_t> cancelled_sequences{0};  // given up by their client (a closed connection, Stop)
     std::atomic<int64_t> queue_depth{0};
     std::atomic<int64_t> running_sequences{0};
     std::atomic<int64_t> kv_blocks_used{0};

@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "server/anthropic_messages.h"
@@ -11,7 +13,9 @@
 #include "server/http_transport.h"
 #include "server/openai_handlers.h"
 #include "server/openai_responses.h"
+#include "server/stack_env.h"
 #include "server/tokenizer_handlers.h"
+#include "server/webui.h"
 
 namespace deskside::server {
 
@@ -233,9 +237,17 @@ void HttpServer::install_routes() {
         };
     };
 
-    // Load balancers take a 503 here as "send no more": while loading, and while draining.
+    // Load balancers take a 503 here as "send no more": while loading (with how far it has come,
+    // from the bytes of weights placed), and while draining.
     http_->Get("/health", route("/health", [this](const httplib::Request&, httplib::Response& res) {
-        if (!std::atomic_load(&model_)) throw ApiError(503, "the model is still loading", "", "model_loading", "overloaded_error");
+        if (!std::atomic_load(&model_)) {
+            res.status = 503;
+            res.set_header("Retry-After", "1");
+            // Below 1 until ready: the KV cache and scratch are allocated after the last weight.
+            const double progress = std::round(std::clamp(load_progress_.load(), 0.0, 0.99) * 1000) / 1000;
+            res.set_content(dump({{"status", "loading"}, {"progress", progress}}), "application/json");
+            return;
+        }
         if (draining_) {
             res.status = 503;
             res.set_content(R"({"status":"draining"})", "application/json");
@@ -292,6 +304,19 @@ void HttpServer::install_routes() {
     }, true));
     http_->Get("/tokenizer_info", route("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
         handle_tokenizer_info(res, *ready_model());
+    }, true));
+
+    // The chat page (webui.h): its files need no key, the API calls it makes do.
+    if (options_.webui)
+        for (const WebFile& f : webui_routes())
+            http_->Get(f.pattern, route(f.path, [f](const httplib::Request&, httplib::Response& res) {
+                serve_web_file(f, res);
+            }, false));
+    http_->Get("/v1/deskside/info", route("/v1/deskside/info", [this](const httplib::Request&, httplib::Response& res) {
+        handle_server_info(res, *ready_model());
+    }, true));
+    http_->Get("/v1/deskside/env", route("/v1/deskside/env", [this](const httplib::Request&, httplib::Response& res) {
+        handle_stack_env(res, *ready_model());
     }, true));
 }
 

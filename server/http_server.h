@@ -48,6 +48,7 @@ struct ServerOptions {
     std::vector<std::string> allow_hosts;   // Host names served besides IPs and dotless names; "*": any
     std::vector<std::string> cors_origins;  // empty: no CORS headers; "*": any origin
     LogFormat log_format = LogFormat::kText;  // of the access log on stderr
+    bool webui = true;                        // GET / serves the chat page (server/webui.h)
 };
 
 // What the server serves once loaded.
@@ -62,6 +63,9 @@ struct ServedModel {
     bool parse_special = false;  // control tokens written in a completions prompt are tokens, not text
     std::optional<ToolFormat> tool_format;  // --tool-parser; unset: read from the chat template
     int64_t created = 0;  // unix time, for /v1/models
+    std::string devices;  // "cpu" or "vulkan0[0-2],cpu[3-5]", for /v1/deskside/info
+    std::string model_path;  // the file or checkpoint served, digested by /v1/deskside/env
+    int cpu_threads = 0;     // the CPU backend's threads (0: no CPU device), for /v1/deskside/env
 };
 
 class HttpServer {
@@ -75,6 +79,8 @@ class HttpServer {
     void listen();
     // Ready: /health turns 200 and the API routes answer.
     void set_model(std::shared_ptr<ServedModel> model);
+    // How far the load has come, 0..1, which /health reports until set_model.
+    void set_load_progress(double fraction) { load_progress_ = fraction; }
     // New API requests get 503, /health 503 {"status":"draining"}, and every response closes its
     // connection; those in flight continue.
     void drain();
@@ -94,6 +100,7 @@ class HttpServer {
     Metrics metrics_;
     std::shared_ptr<ServedModel> model_;  // read and written under std::atomic_load/store
     std::atomic<bool> draining_{false};
+    std::atomic<double> load_progress_{0};
 };
 
 }  // namespace deskside::server

