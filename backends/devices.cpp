@@ -7,6 +7,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_features.h"
+#include "backends/cpu/dot_kernels.h"
+#include "backends/cpu/thread_pool.h"
 #include "backends/cuda/cuda_registry.h"
 #include "backends/vulkan/vk_registry.h"
 
@@ -112,6 +114,10 @@ std::vector<std::string> device_apis() {
     for (const DeviceApiRow& row : kDeviceApis) out.push_back(row.api);
     return out;
 }
+
+std::string cpu_isa_level() { return std::string(cpu::isa_name(cpu::selected_isa())); }
+std::string cpu_isa_best() { return std::string(cpu::isa_name(cpu::detected_isa())); }
+int default_cpu_threads() { return cpu::physical_cores(); }
 
 void set_peer_access(bool on) { cuda::set_cuda_peer_access(on); }
 

@@ -38,6 +38,15 @@ int split_from_env(const char* variable);
 // The APIs in the registry table, in order ("cpu", "vulkan", "cuda").
 std::vector<std::string> device_apis();
 
+// The CPU kernels' instruction-set level, "scalar", "avx2" or "avx512": the one DESKSIDE_CPU_ISA
+// names when set, else the best this CPU supports (backends/cpu/dot_kernels.h). Throws
+// std::runtime_error for a DESKSIDE_CPU_ISA value the CPU cannot honour.
+std::string cpu_isa_level();
+// The best level this CPU and its OS support, whatever DESKSIDE_CPU_ISA says.
+std::string cpu_isa_best();
+// The CPU backend's thread count when none is asked for: one per physical core.
+int default_cpu_threads();
+
 // Direct device-to-device copies where the API offers them (CUDA peer access, `--peer-access`);
 // off by default: copies between devices then go through host memory.
 void set_peer_access(bool on);

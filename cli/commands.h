@@ -35,6 +35,7 @@ extern const Command kPullCommand;
 extern const Command kListCommand;
 extern const Command kRmCommand;
 extern const Command kDevicesCommand;
+extern const Command kEnvCommand;
 extern const Command kImatrixCommand;
 extern const Command kQuantizeCommand;
 

@@ -23,6 +23,7 @@ std::span<const Command> commands() {
         &kListCommand,
         &kRmCommand,
         &kDevicesCommand,
+        &kEnvCommand,
         &kImatrixCommand,
         &kQuantizeCommand,
     };

@@ -256,7 +256,7 @@ void HttpServer::install_routes() {
         res.set_content(R"({"status":"ok"})", "application/json");
     }, false));
     http_->Get("/metrics", route("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(metrics_.render(), "text/plain; version=0.0.4");
+        res.set_content(metrics_.render() + build_info_gauge(std::atomic_load(&model_).get()), "text/plain; version=0.0.4");
     }, false));
 
     const auto model_json = [](const ServedModel& m) {

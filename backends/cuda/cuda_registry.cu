@@ -80,6 +80,13 @@ class DeviceGuard {
     int device_ = -1;
 };
 
+// The CUDA kernels have one variant, "exact" (the CPU's AVX2-level bits, kernels_matmul.cu); what
+// else decides the code that runs is the device's architecture and the ones this build carries
+// (SASS for it, or PTX the driver compiles).
+std::vector<std::string> kernel_variants(int cc) {
+    return {"exact", "sm_" + std::to_string(cc), std::string("built=") + DESKSIDE_CUDA_BUILT_ARCHS};
+}
+
 }  // namespace
 
 int cuda_split() { return split_from_env("DESKSIDE_CUDA_SPLIT"); }
@@ -151,6 +158,10 @@ std::vector<DeviceInfo> list_cuda_devices(std::string* why_absent) {
             d.free_memory = free_bytes / split;
             d.usable = usable;
             d.features = features;
+            d.driver = "NVIDIA";
+            d.driver_version = version_text(driver);
+            d.runtime_version = version_text(runtime);
+            d.kernels = kernel_variants(cc);
             if (!usable) {
                 d.note = std::string("cannot run this build's kernels (built for ") + DESKSIDE_CUDA_BUILT_ARCHS +
                          ", the device is sm_" + std::to_string(cc) + "): " + why_not;

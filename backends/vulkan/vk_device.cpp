@@ -102,6 +102,8 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
     const bool budget_ext = has_extension(physical, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
 
     VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};  // core in 1.2
+    subgroup.pNext = &driver;
     VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     maint3.pNext = &subgroup;
     VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -111,6 +113,10 @@ DeviceCaps query_caps(VkPhysicalDevice physical) {
     c.name = props.properties.deviceName;
     c.type = props.properties.deviceType;
     c.api_version = props.properties.apiVersion;
+    c.vendor_id = props.properties.vendorID;
+    c.driver_version = props.properties.driverVersion;
+    c.driver_name = driver.driverName;
+    c.driver_info = driver.driverInfo;
     c.max_storage_buffer_range = l.maxStorageBufferRange;
     c.min_storage_buffer_offset_alignment = l.minStorageBufferOffsetAlignment;
     c.max_memory_allocation_size = maint3.maxMemoryAllocationSize;

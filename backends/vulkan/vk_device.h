@@ -25,6 +25,10 @@ struct DeviceCaps {
     std::string name;
     VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
     uint32_t api_version = 0;
+    uint32_t vendor_id = 0;
+    uint32_t driver_version = 0;  // encoded as the vendor chooses (vk_registry.cpp decodes it)
+    std::string driver_name;      // VkPhysicalDeviceDriverProperties: "llvmpipe", "NVIDIA"
+    std::string driver_info;      // "Mesa 22.3.6 (LLVM 15.0.6)", "550.54.14"
     uint32_t compute_queue_family = 0;
     uint64_t device_local_bytes = 0;  // largest DEVICE_LOCAL heap
     uint64_t budget_free_bytes = 0;   // heap budget - usage (VK_EXT_memory_budget), else 0

@@ -21,6 +21,37 @@ const char* type_name(VkPhysicalDeviceType t) {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + "MiB"; }
 
+std::string api_version_text(uint32_t v) {
+    return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
+           std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+// driverVersion is vendor-defined: NVIDIA packs 10.8.8.6 bits, Mesa and most others use the
+// VK_MAKE_API_VERSION layout. ref: the vendor table in gpuinfo.org's and vulkaninfo's decoders
+std::string driver_version_text(uint32_t vendor_id, uint32_t v) {
+    constexpr uint32_t kNvidia = 0x10DE;
+    if (vendor_id == kNvidia)
+        return std::to_string(v >> 22) + "." + std::to_string((v >> 14) & 0xFF) + "." +
+               std::to_string((v >> 6) & 0xFF) + "." + std::to_string(v & 0x3F);
+    return api_version_text(v);
+}
+
+// The kernel variants vk_*.cpp pick from these capabilities (the "_exact" shaders, the int8 dot
+// products, 16-bit loads, subgroup reductions): what decides a Vulkan device's bits.
+std::vector<std::string> kernel_variants(const DeviceCaps& c) {
+    std::vector<std::string> out{c.fp64 ? "exact" : "plain"};
+    if (c.int8_dot) out.push_back("int8-dot");
+    if (c.storage16) out.push_back("storage16");
+    if (c.subgroup_arithmetic) out.push_back("subgroup-arith");
+    out.push_back("subgroup=" + std::to_string(c.subgroup_size));
+    return out;
+}
+
+std::string loader_version() {
+    uint32_t v = 0;
+    return vkEnumerateInstanceVersion(&v) == VK_SUCCESS ? api_version_text(v) : "";
+}
+
 // "vulkanN" -> N, or -1.
 int parse_index(const std::string& name) {
     constexpr std::string_view kPrefix = "vulkan";
@@ -72,6 +103,11 @@ std::vector<DeviceInfo> list_vulkan_devices(std::string* why_none) {
             d.features.push_back("subgroup=" + std::to_string(c.subgroup_size));
             d.features.push_back("max-binding=" + mib(c.max_storage_buffer_range));
             d.features.push_back("shared=" + std::to_string(c.max_shared_memory / 1024) + "KiB");
+            d.driver = c.driver_name + (c.driver_info.empty() ? "" : ": " + c.driver_info);
+            d.driver_version = driver_version_text(c.vendor_id, c.driver_version);
+            d.runtime_version = loader_version();
+            d.api_version = api_version_text(c.api_version);
+            d.kernels = kernel_variants(c);
             if (split > 1)
                 d.note = "logical device " + std::to_string(s + 1) + " of " + std::to_string(split) +
                          " on one physical device (DESKSIDE_VULKAN_SPLIT)";

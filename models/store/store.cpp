@@ -51,6 +51,18 @@ uint64_t disk_usage(const fs::path& dir) {
     return total;
 }
 
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+    if (!j.contains(key)) throw std::runtime_error(where + ": missing field '" + key + "'");
+    try {
+        return j.at(key).get<T>();
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(where + ": field '" + key + "' has the wrong type: " + e.what());
+    }
+}
+
+}  // namespace
+
 std::vector<QuantEntry> quantization_mix(const ModelInfo& info) {
     std::map<std::string, QuantEntry> by_type;
     for (const Tensor& t : info.tensors) {
@@ -65,18 +77,6 @@ std::vector<QuantEntry> quantization_mix(const ModelInfo& info) {
     std::stable_sort(out.begin(), out.end(), [](const QuantEntry& a, const QuantEntry& b) { return a.bytes > b.bytes; });
     return out;
 }
-
-template <typename T>
-T field(const nlohmann::json& j, const char* key, const std::string& where) {
-    if (!j.contains(key)) throw std::runtime_error(where + ": missing field '" + key + "'");
-    try {
-        return j.at(key).get<T>();
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(where + ": field '" + key + "' has the wrong type: " + e.what());
-    }
-}
-
-}  // namespace
 
 std::string Manifest::main_quant() const { return quantization.empty() ? "" : quantization.front().type; }
 

@@ -18,6 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace deskside::models {
+struct ModelInfo;
+}
+
 namespace deskside::models::store {
 
 // Tensors of one storage type in a model: how many and how many bytes.
@@ -42,6 +46,9 @@ struct Manifest {
     // The dominant storage type ("q4_K"), or "" for a model without tensors.
     std::string main_quant() const;
 };
+
+// The tensors of `info` grouped by storage type, most bytes first (Manifest::quantization).
+std::vector<QuantEntry> quantization_mix(const ModelInfo& info);
 
 nlohmann::json manifest_to_json(const Manifest& m);
 // Throws std::runtime_error naming `where` (the manifest's path) and the bad field.
