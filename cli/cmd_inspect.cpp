@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/placement_report.h"
 #include "engine/placement.h"
 #include "models/model.h"
 #include "models/store/resolve.h"
@@ -90,18 +91,6 @@ ordered_json describe(const models::ModelInfo& m) {
     return j;
 }
 
-std::string human_bytes(double b) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-    return buf;
-}
-
 std::string local_base(double base) {
     if (base <= 0) return "";
     char buf[48];
@@ -111,7 +100,7 @@ std::string local_base(double base) {
 
 void print_text(const ordered_json& j) {
     std::printf("model:         %s (%s, %s)\n", j["path"].get<std::string>().c_str(), j["format"].get<std::string>().c_str(),
-                human_bytes(j["file_size"].get<double>()).c_str());
+                engine::format_bytes(j["file_size"].get<uint64_t>()).c_str());
     if (j["architecture"].is_null()) {
         std::printf("architecture:  none (vocabulary only)\n");
     } else {
@@ -140,10 +129,10 @@ void print_text(const ordered_json& j) {
                 id(t["pad"]).c_str(), id(t["eot"]).c_str());
     std::printf("chat template: %s\n", j["chat_template"].get<bool>() ? "yes" : "no");
     std::printf("tensors:       %zu, %lld parameters, %s\n", j["n_tensors"].get<size_t>(), j["n_params"].get<long long>(),
-                human_bytes(j["tensor_bytes"].get<double>()).c_str());
+                engine::format_bytes(j["tensor_bytes"].get<uint64_t>()).c_str());
     for (const auto& [name, v] : j["types"].items()) {
         std::printf("  %-8s %5lld tensors  %s\n", name.c_str(), v["tensors"].get<long long>(),
-                    human_bytes(v["bytes"].get<double>()).c_str());
+                    engine::format_bytes(v["bytes"].get<uint64_t>()).c_str());
     }
     std::printf("\n%-40s %-8s %-24s %s\n", "name", "type", "shape", "bytes");
     for (const auto& ts : j["tensors"]) {
@@ -154,121 +143,19 @@ void print_text(const ordered_json& j) {
     }
 }
 
-// The placement options: present when --devices or --split is given.
-struct PlacementFlags {
-    DeviceFlags devices;
-    std::optional<long long> ctx;
-    long long parallel = 1;
-    engine::EngineOptions options;
-};
-
-std::optional<PlacementFlags> read_placement_flags(Args& args) {
-    PlacementFlags f;
-    f.devices = read_device_flags(args);
-    f.ctx = args.int_value("--ctx-size", "-c");
-    const auto parallel = args.int_value("--parallel", "-np");
-    const auto batch = args.int_value("--batch-size", "-b");
-    f.parallel = parallel.value_or(1);
-    f.options.n_batch = batch.value_or(f.options.n_batch);
-    const auto cache_k = args.value("--cache-type-k");
-    const auto cache_v = args.value("--cache-type-v");
-    if (f.ctx && *f.ctx < 1) throw UsageError("--ctx-size must be >= 1");
-    if (f.parallel < 1) throw UsageError("--parallel must be >= 1");
-    if (f.options.n_batch < 1) throw UsageError("--batch-size must be >= 1");
-    try {
-        if (cache_k) f.options.cache.type_k = engine::parse_cache_type(*cache_k);
-        if (cache_v) f.options.cache.type_v = engine::parse_cache_type(*cache_v);
-    } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-    }
-    if (!f.devices.given) {
-        if (f.ctx || parallel || batch || cache_k || cache_v)
-            throw UsageError("--ctx-size, --parallel, --batch-size and --cache-type-* describe a placement: give --devices too");
-        return std::nullopt;
-    }
-    return f;
-}
-
-// The plan as JSON; "error" holds check_plan's message when it does not fit.
-ordered_json describe_placement(const models::ModelInfo& m, PlacementFlags& f) {
-    const models::Hparams& hp = m.hparams;
-    // Like serve: the model's training context, at most 4096, per sequence.
-    const int64_t ctx = f.ctx ? *f.ctx : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
-    const int64_t bs = f.options.cache.block_size;
-    f.options.cache.n_positions = f.parallel * ((ctx + bs - 1) / bs) * bs;
-    const std::vector<engine::PlanDevice> devices = plan_device_list(f.devices);
-    engine::MemoryNeeds needs;
-    const engine::Plan plan = plan_devices(m, devices, f.devices, f.options, needs);
-    const engine::ExpertOffload experts = expert_offload(m, f.devices);
-    ordered_json j;
-    j["split"] = f.devices.split.is_auto() ? "auto" : "ratios";
-    j["layers_per_device"] = plan.split_text();
-    j["ctx_size"] = ctx;
-    j["parallel"] = f.parallel;
-    j["kv_positions"] = f.options.cache.n_positions;
-    j["cache_type_k"] = std::string(quant::type_info(f.options.cache.type_k).name);
-    j["cache_type_v"] = std::string(quant::type_info(f.options.cache.type_v).name);
-    j["batch_size"] = f.options.n_batch;
-    const auto device_json = [](const engine::DevicePlan& d) {
-        return ordered_json{{"name", d.name},
-                            {"layers", {d.layer_begin, d.layer_end}},
-                            {"embedding", d.embedding},
-                            {"output", d.output},
-                            {"weight_bytes", d.weight_bytes},
-                            {"expert_bytes", d.expert_bytes},
-                            {"kv_bytes", d.kv_bytes},
-                            {"scratch_bytes", d.scratch_bytes},
-                            {"total_bytes", d.total_bytes()},
-                            {"free_bytes", d.free_memory},
-                            {"fits", d.fits()}};
-    };
-    ordered_json list = ordered_json::array();
-    for (const engine::DevicePlan& d : plan.devices) list.push_back(device_json(d));
-    j["devices"] = list;
-    // The experts kept in host memory (--cpu-moe / --n-cpu-moe): their layers, bytes and scratch.
-    j["host_experts"] = plan.host_experts ? device_json(*plan.host_experts) : ordered_json(nullptr);
-    j["fits"] = plan.fits();
-    j["error"] = nullptr;
-    try {
-        engine::check_plan(plan, needs, devices, f.parallel, experts);
-    } catch (const std::runtime_error& e) {
-        j["error"] = e.what();
-    }
-    return j;
-}
-
-void print_placement(const ordered_json& p) {
-    std::printf("\nplacement:     %s layers per device (%s), context %lld x %lld sequences, KV cache %s/%s, batch %lld\n",
-                p["layers_per_device"].get<std::string>().c_str(), p["split"].get<std::string>().c_str(),
-                p["ctx_size"].get<long long>(), p["parallel"].get<long long>(), p["cache_type_k"].get<std::string>().c_str(),
-                p["cache_type_v"].get<std::string>().c_str(), p["batch_size"].get<long long>());
-    std::printf("  %-10s %-12s %-14s %12s %12s %12s %12s %12s %12s\n", "device", "layers", "holds", "weights", "(experts)",
-                "KV cache", "scratch", "total", "free");
-    const auto row = [](const ordered_json& d, bool host_experts) {
-        const long long b = d["layers"][0].get<long long>(), e = d["layers"][1].get<long long>();
-        const std::string layers = e - b == 1 ? std::to_string(b) : std::to_string(b) + "-" + std::to_string(e - 1);
-        std::string holds = d["embedding"].get<bool>() ? "embd" : "";
-        if (d["output"].get<bool>()) holds += holds.empty() ? "output" : "+output";
-        if (host_experts) holds = "experts only";
-        std::printf("  %-10s %-12s %-14s %12s %12s %12s %12s %12s %12s%s\n", d["name"].get<std::string>().c_str(), layers.c_str(),
-                    holds.empty() ? "-" : holds.c_str(), human_bytes(d["weight_bytes"].get<double>()).c_str(),
-                    human_bytes(d["expert_bytes"].get<double>()).c_str(), human_bytes(d["kv_bytes"].get<double>()).c_str(),
-                    human_bytes(d["scratch_bytes"].get<double>()).c_str(), human_bytes(d["total_bytes"].get<double>()).c_str(),
-                    human_bytes(d["free_bytes"].get<double>()).c_str(), d["fits"].get<bool>() ? "" : "  DOES NOT FIT");
-    };
-    for (const auto& d : p["devices"]) row(d, false);
-    if (!p["host_experts"].is_null()) row(p["host_experts"], true);
-}
-
 int run(Args& args) {
     const bool json = args.flag("--json");
-    std::optional<PlacementFlags> placement = read_placement_flags(args);
+    // The placement options: a plan is printed when --devices or --split is given.
+    PlacementFlags flags = read_placement_flags(args);
+    if (!flags.devices.given && flags.sizing_given)
+        throw UsageError("--ctx-size, --parallel, --batch-size and --cache-type-* describe a placement: give --devices too");
+    const bool placement = flags.devices.given;
     const auto pos = args.positionals();
     args.finish();
     if (pos.size() != 1) throw UsageError("expected exactly one MODEL");
     const models::ModelInfo m = models::load_model(models::store::resolve_model(pos[0]));
     ordered_json j = describe(m);
-    if (placement) j["placement"] = describe_placement(m, *placement);
+    if (placement) j["placement"] = describe_placement(m, flags, plan_device_list(flags.devices));
     if (json) {
         std::printf("%s\n", j.dump(1, ' ', false, ordered_json::error_handler_t::replace).c_str());
     } else {

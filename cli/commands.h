@@ -24,6 +24,7 @@ std::span<const Command> commands();
 
 // One declaration per command; defined in cli/cmd_<name>.cpp.
 extern const Command kInspectCommand;
+extern const Command kFitsCommand;
 extern const Command kTemplateCommand;
 extern const Command kTokenizeCommand;
 extern const Command kGenerateCommand;

@@ -12,6 +12,7 @@ namespace deskside::cli {
 std::span<const Command> commands() {
     static const std::array kCommands{
         &kInspectCommand,
+        &kFitsCommand,
         &kTemplateCommand,
         &kTokenizeCommand,
         &kGenerateCommand,

@@ -136,10 +136,13 @@ int64_t GgufTensorInfo::n_elements() const {
 }
 
 // Reads the header, metadata and tensor infos, checking each field before use. `field_` names
-// what is being read so that every error says where it happened.
+// what is being read so that every error says where it happened. `bytes_` may be only the first
+// part of a file of `total_` bytes (parse_header): every bound is checked against the whole file,
+// and reading past the part at hand throws GgufNeedMore instead of "truncated".
 class GgufParser {
    public:
-    GgufParser(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+    GgufParser(std::span<const uint8_t> bytes, size_t total, const std::string& name)
+        : bytes_(bytes), total_(total), name_(name) {}
 
     void parse(GgufFile& out) {
         field_ = "magic";
@@ -192,16 +195,18 @@ class GgufParser {
         size_t data_offset = header_end;
         if (n_tensors > 0) {
             data_offset = checked_add(header_end, (out.alignment_ - header_end % out.alignment_) % out.alignment_);
-            if (data_offset > bytes_.size()) fail_at(header_end, "file ends before the data section starts");
+            if (data_offset > total_) fail_at(header_end, "file ends before the data section starts");
         }
         out.data_offset_ = data_offset;
-        const size_t data_size = bytes_.size() - std::min(data_offset, bytes_.size());
+        const size_t data_size = total_ - std::min(data_offset, total_);
         check_tensor_placement(out, data_size);
+        if (bytes_.size() < total_) return;  // a header alone: no tensor data to point at
         for (GgufTensorInfo& t : out.tensors_) t.data = bytes_.data() + data_offset + t.offset;
     }
 
    private:
     std::span<const uint8_t> bytes_;
+    size_t total_ = 0;
     const std::string& name_;
     size_t pos_ = 0;
     std::string field_;
@@ -212,7 +217,7 @@ class GgufParser {
     }
     [[noreturn]] void fail(const std::string& what) const { fail_at(pos_, what); }
 
-    size_t remaining() const { return bytes_.size() - pos_; }
+    size_t remaining() const { return total_ - pos_; }
 
     size_t checked_add(size_t a, size_t b) const {
         if (a > std::numeric_limits<size_t>::max() - b) fail("size arithmetic overflows");
@@ -222,6 +227,15 @@ class GgufParser {
     void need(size_t n) const {
         if (n > remaining())
             fail("file truncated: need " + std::to_string(n) + " bytes, " + std::to_string(remaining()) + " left");
+        at_hand(n);
+    }
+
+    // The next n bytes (inside the file) are in the prefix read so far, or GgufNeedMore.
+    void at_hand(size_t n) const {
+        if (n > bytes_.size() - pos_)
+            throw GgufNeedMore(name_ + ": " + field_ + " at byte offset " + std::to_string(pos_) + ": header continues past the " +
+                                   std::to_string(bytes_.size()) + " bytes read",
+                               pos_ + n);
     }
 
     template <typename T>
@@ -241,6 +255,7 @@ class GgufParser {
                             std::to_string(remaining()) + " bytes left)");
         }
         if (len > max_len) fail_at(at, "string length " + std::to_string(len) + " exceeds the limit of " + std::to_string(max_len));
+        at_hand(static_cast<size_t>(len));
         std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<size_t>(len));
         pos_ += static_cast<size_t>(len);
         return s;
@@ -282,7 +297,9 @@ class GgufParser {
                 }
                 GgufArray arr;
                 arr.elem_type = elem;
-                arr.items.reserve(static_cast<size_t>(n));
+                // Bounded by the bytes at hand, not the whole file's: a remote header's count is
+                // only believed as far as its items have arrived.
+                arr.items.reserve(std::min(static_cast<size_t>(n), (bytes_.size() - pos_) / min_value_bytes(elem)));
                 for (uint64_t k = 0; k < n; ++k) arr.items.push_back(read_value(elem, depth + 1));
                 v.value = std::move(arr);
                 break;
@@ -361,7 +378,20 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name) {
     GgufFile f;
     f.path_ = std::move(name);
     f.bytes_ = bytes;
-    GgufParser(bytes, f.path_).parse(f);
+    f.file_size_ = bytes.size();
+    GgufParser(bytes, bytes.size(), f.path_).parse(f);
+    return f;
+}
+
+GgufFile GgufFile::parse_header(std::span<const uint8_t> prefix, uint64_t file_size, std::string name) {
+    if (file_size > std::numeric_limits<size_t>::max() || prefix.size() > file_size)
+        throw GgufError(name + ": a prefix of " + std::to_string(prefix.size()) + " bytes of a " +
+                        std::to_string(file_size) + "-byte file");
+    GgufFile f;
+    f.path_ = std::move(name);
+    f.file_size_ = static_cast<size_t>(file_size);
+    GgufParser(prefix, f.file_size_, f.path_).parse(f);
+    for (GgufTensorInfo& t : f.tensors_) t.data = nullptr;  // even when the prefix is the whole file
     return f;
 }
 

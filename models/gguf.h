@@ -28,6 +28,14 @@ class GgufError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Thrown by GgufFile::parse_header when the prefix it was given ends inside the header: at least
+// `needed` bytes from the start of the file are required to get further.
+class GgufNeedMore : public GgufError {
+   public:
+    GgufNeedMore(const std::string& what, uint64_t needed) : GgufError(what), needed(needed) {}
+    uint64_t needed;
+};
+
 // Metadata value types, with their on-disk ids.
 enum class GgufType : uint32_t {
     U8 = 0,
@@ -104,12 +112,17 @@ class GgufFile {
     static GgufFile open(const std::string& path);
     // Parses a buffer the caller keeps alive; `name` is used in error messages.
     static GgufFile parse(std::span<const uint8_t> bytes, std::string name);
+    // Parses the header and tensor infos of a file of `file_size` bytes from its first bytes
+    // `prefix` (a remote file read by ranges), with the same checks as parse(): counts and tensor
+    // placement are bounded by `file_size`. Throws GgufNeedMore when `prefix` ends inside the
+    // header. The result holds no tensor data (GgufTensorInfo::data is null) and no view of `prefix`.
+    static GgufFile parse_header(std::span<const uint8_t> prefix, uint64_t file_size, std::string name);
 
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }
     size_t alignment() const { return alignment_; }
     size_t data_offset() const { return data_offset_; }
-    size_t file_size() const { return bytes_.size(); }
+    size_t file_size() const { return file_size_; }
 
     // Metadata in file order.
     const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
@@ -127,6 +140,7 @@ class GgufFile {
     std::string path_;
     std::shared_ptr<MappedFile> mapping_;
     std::span<const uint8_t> bytes_;
+    size_t file_size_ = 0;
     uint32_t version_ = 0;
     size_t alignment_ = kDefaultAlignment;
     size_t data_offset_ = 0;

@@ -180,6 +180,13 @@ ModelInfo load_model(const std::string& path) {
     return info;
 }
 
+ModelInfo describe_gguf(std::shared_ptr<const GgufFile> file) {
+    const std::string path = file->path();
+    ModelInfo info = load_gguf(path, std::move(file));
+    check_hparams(info, info.tokenizer.n_vocab);
+    return info;
+}
+
 ModelFile::ModelFile() = default;
 ModelFile::ModelFile(ModelFile&&) noexcept = default;
 ModelFile& ModelFile::operator=(ModelFile&&) noexcept = default;

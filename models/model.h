@@ -107,6 +107,11 @@ struct ModelInfo {
 // hyper-parameters included (models/hparams_check.h).
 ModelInfo load_model(const std::string& path);
 
+class GgufFile;
+// The description of a parsed GGUF file, with load_model's hyper-parameter checks; `file` may be a
+// header alone (GgufFile::parse_header), whose tensors then carry no data.
+ModelInfo describe_gguf(std::shared_ptr<const GgufFile> file);
+
 class Tokenizer;
 
 // A model file opened and parsed once: its description and its tokenizer from the same parse (the

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -301,16 +302,7 @@ Outcome attempt(const DownloadRequest& req, Sha256& hash, uint64_t& on_disk, Val
     char errbuf[CURL_ERROR_SIZE] = {0};
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "deskside-pull/0.1");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
-    // A transfer stuck below 1 byte/s for a minute counts as dropped and is resumed.
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    set_transfer_defaults(c, errbuf);  // a transfer stuck for a minute counts as dropped and is resumed
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &on_body);
@@ -397,6 +389,20 @@ void remove_partial(const std::string& partial_path) {
     fs::remove(validators_path(partial_path), ec);
 }
 
+void set_transfer_defaults(CURL* c, char* errbuf) {
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "deskside-pull/0.1");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+}
+
 DownloadResult download(const DownloadRequest& req) {
     static CurlGlobal global;
     fs::create_directories(fs::path(req.partial_path).parent_path());
@@ -463,7 +469,15 @@ std::string hf_url(const std::string& source) {
         rest.find("..") != std::string::npos || rest.back() == '/') {
         throw std::invalid_argument("malformed source '" + source + "': expected hf://ORG/REPO/FILE.gguf");
     }
-    return "https://huggingface.co/" + rest.substr(0, second) + "/resolve/main/" + rest.substr(second + 1);
+    // HF_ENDPOINT, which huggingface_hub reads too, points hf:// at a mirror (or a test's server).
+    std::string endpoint = "https://huggingface.co";
+    if (const char* env = std::getenv("HF_ENDPOINT"); env && *env) {
+        endpoint = env;
+        while (endpoint.size() > 1 && endpoint.back() == '/') endpoint.pop_back();
+        if (endpoint.rfind("https://", 0) != 0 && endpoint.rfind("http://", 0) != 0)
+            throw std::invalid_argument("HF_ENDPOINT='" + endpoint + "': expected an http(s):// URL");
+    }
+    return endpoint + "/" + rest.substr(0, second) + "/resolve/main/" + rest.substr(second + 1);
 }
 
 std::optional<std::string> sha256_from_etag(std::string value) {

@@ -9,6 +9,8 @@
 // checked against Content-Length before the first byte is written.
 #pragma once
 
+#include <curl/curl.h>
+
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -43,11 +45,17 @@ struct DownloadResult {
 // file stays for the next attempt except when the server answered with an error status.
 DownloadResult download(const DownloadRequest& req);
 
+// The options every transfer of the store sets: http and https only (redirects too, at most 10),
+// an HTTP error status fails the transfer, 30 s to connect, below 1 byte/s for a minute is a drop,
+// and libcurl's message goes to `errbuf` (CURL_ERROR_SIZE bytes).
+void set_transfer_defaults(CURL* curl, char* errbuf);
+
 // Where the validators of a partial download are kept, and the removal of both.
 std::string validators_path(const std::string& partial_path);
 void remove_partial(const std::string& partial_path);
 
-// hf://ORG/REPO/PATH/FILE.gguf -> https://huggingface.co/ORG/REPO/resolve/main/PATH/FILE.gguf.
+// hf://ORG/REPO/PATH/FILE.gguf -> https://huggingface.co/ORG/REPO/resolve/main/PATH/FILE.gguf
+// ($HF_ENDPOINT in place of https://huggingface.co when set, as huggingface_hub does).
 // Throws std::invalid_argument for a malformed hf:// source.
 std::string hf_url(const std::string& source);
 

@@ -40,6 +40,7 @@ class Behaviour:
         self.chunk_delay = 0.0     # seconds between 16 KiB chunks (a slow server, for Ctrl-C)
         self.ranges = []           # Range headers received, in order
         self.paths = []            # every GET path received, in order
+        self.probes = []           # closed Range headers: pull's reads of the GGUF header
         self.etag = None           # sent as ETag on file responses
         self.last_modified = None  # sent as Last-Modified on file responses
         self.if_ranges = []        # If-Range headers received with a Range, in order
@@ -75,6 +76,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         rng = self.headers.get("Range")
+        if rng and not rng.endswith("-"):
+            # A closed range is pull's read of the GGUF header for its placement plan (test_fits.py
+            # tests it): answered apart, so that the download's requests below are what is counted.
+            start, end = (int(x) for x in rng.split("=")[1].split("-"))
+            body = data[start:end + 1]
+            b.probes.append(rng)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{start + len(body) - 1}/{len(data)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         b.ranges.append(rng)
         if_range = self.headers.get("If-Range")
         if rng:
