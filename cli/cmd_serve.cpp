@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/split_hosts.h"
 #include "engine/model.h"
 #include "models/store/default_model.h"
 #include "models/store/store.h"
@@ -214,10 +215,15 @@ int run(Args& args) {
 
     ShutdownSignal shutdown;
     server::HttpServer http(so);
-    so.port = http.bind();  // the bound port, for --port 0
-    std::thread listener([&] { http.listen(); });
-    std::fprintf(stderr, "deskside serve: listening on http://%s:%d (loading %s)\n", so.host.c_str(), so.port,
-                 model_path->c_str());
+    // --split-hosts: ranks other than 0 only run their layers for rank 0, inside load_on_devices.
+    const bool serves_http = !split_hosts_worker(devices.hosts);
+    if (serves_http) so.port = http.bind();  // the bound port, for --port 0
+    std::thread listener([&] {
+        if (serves_http) http.listen();
+    });
+    if (serves_http)
+        std::fprintf(stderr, "deskside serve: listening on http://%s:%d (loading %s)\n", so.host.c_str(), so.port,
+                     model_path->c_str());
 
     int rc = 0;
     try {

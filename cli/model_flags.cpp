@@ -1,11 +1,14 @@
 #include "cli/model_flags.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <span>
 #include <stdexcept>
 
 #include "backends/devices.h"
+#include "cli/split_hosts.h"
+#include "cli/load_bar.h"
 #include "models/model.h"
 #include "models/quantize.h"
 #include "models/store/resolve.h"
@@ -29,6 +32,7 @@ DeviceFlags read_device_flags(Args& args) {
     if (n_cpu_moe && *n_cpu_moe < 0) throw UsageError("--n-cpu-moe must be >= 0");
     f.cpu_moe_layers = cpu_moe ? engine::kAllExpertLayers : n_cpu_moe.value_or(0);
     f.quantize = args.value("--quantize");
+    const auto hosts = args.value("--split-hosts");
     f.given = devices || split || f.cpu_moe_layers > 0 || f.quantize;
     if (devices) {
         f.names = engine::comma_items(*devices);
@@ -37,9 +41,12 @@ DeviceFlags read_device_flags(Args& args) {
     }
     try {
         if (split) f.split = engine::parse_split(*split);
+        if (hosts) f.hosts = engine::parse_split(*hosts);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
+    if (hosts && f.hosts.ratios.size() < 2)
+        throw UsageError("--split-hosts needs a ratio per host, two or more (e.g. 1,1), not '" + *hosts + "'");
     if (!f.split.is_auto() && f.split.ratios.size() != f.names.size())
         throw UsageError("--split gives " + std::to_string(f.split.ratios.size()) + " ratios for " +
                          std::to_string(f.names.size()) + " devices (--devices " + (devices ? *devices : "cpu") + ")");
@@ -87,6 +94,14 @@ models::ModelInfo quantize_at_load(const models::ModelInfo& info, const std::str
     }
 }
 
+// What a load's progress lines call the model: the file name without .gguf, or the checkpoint
+// directory's name.
+std::string model_label(const std::string& path) {
+    std::filesystem::path p(path);
+    if (!p.has_filename()) p = p.parent_path();
+    return (p.extension() == ".gguf" ? p.stem() : p.filename()).string();
+}
+
 }  // namespace
 
 engine::Plan plan_devices(const models::ModelInfo& info, std::span<const engine::PlanDevice> devices,
@@ -125,7 +140,21 @@ engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& f
     if (flags.quantize) file.info = quantize_at_load(file.info, *flags.quantize, n_threads);
     engine::MemoryNeeds needs;
     plan_devices(file.info, devices, as_stored, options, needs);
-    return engine::load_model(std::move(file), device_request(flags, n_parallel, n_threads), options);
+    LoadBar bar(model_label(file.info.path));
+    engine::EngineOptions opts = options;
+    opts.progress = [&bar, also = options.progress](const engine::LoadStep& s) {
+        bar.step(s);
+        if (also) also(s);
+    };
+    if (!flags.hosts.is_auto()) {
+        return load_across_hosts(flags.hosts, [&](engine::StageLink& link) {
+            engine::DeviceRequest request = device_request(flags, n_parallel, n_threads);
+            request.hosts = flags.hosts;
+            request.link = &link;
+            return engine::load_model(std::move(file), request, opts);
+        });
+    }
+    return engine::load_model(std::move(file), device_request(flags, n_parallel, n_threads), opts);
 }
 
 ModelFlags read_model_flags(Args& args) {

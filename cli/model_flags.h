@@ -31,6 +31,9 @@ struct DeviceFlags {
     // Hugging Face checkpoint or an F16 GGUF runs as the quantized file would. Read here, with the
     // placement flags, because every model-running command loads through load_on_devices.
     std::optional<std::string> quantize;
+    // --split-hosts R1,R2,...: the layers split across the processes of an MPI job in these
+    // ratios, one per rank (cli/split_hosts.h); --devices and --split then place each rank's share.
+    engine::SplitSpec hosts;
 };
 
 // The --help lines of DeviceFlags, a literal to concatenate into the commands' usage text.
@@ -44,7 +47,10 @@ struct DeviceFlags {
     "                           memory and run them on the CPU (the rest on --devices)\n"          \
     "  --n-cpu-moe N            the same for the experts of the first N layers only\n"           \
     "  --quantize TYPE          quantize the weights at load, as `deskside quantize --type TYPE`\n" \
-    "                           would (Q8_0, Q4_K_M, ...); the model must be F32, F16 or BF16\n"
+    "                           would (Q8_0, Q4_K_M, ...); the model must be F32, F16 or BF16\n"   \
+    "  --split-hosts R1,R2      split the layers across the processes of an MPI job in these\n"   \
+    "                           ratios (mpirun -np 2 --host a,b deskside ... --split-hosts 1,1);\n" \
+    "                           rank 0 runs the command, the others only their layers\n"
 
 struct ModelFlags {
     std::string model_path;
@@ -76,7 +82,9 @@ engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_paralle
 
 // engine::load_model with UsageError for bad device names and splits (the loader's
 // std::invalid_argument) and for --quantize on a model that is already quantized or an unknown
-// type; the rest propagates (a plan that does not fit, a file that cannot load).
+// type; the rest propagates (a plan that does not fit, a file that cannot load). With --split-hosts
+// this returns on rank 0 only: the other ranks run their layers for it, then exit. Shows the load's
+// progress on stderr (cli/load_bar.h) and also hands each step to `options.progress` when set.
 engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags, const engine::EngineOptions& options,
                                     int64_t n_parallel, int n_threads);
 

@@ -21,6 +21,10 @@
 // devices can, through host memory otherwise). Every op sees the same inputs as on one device,
 // so the logits are the same bits when the devices compute alike.
 //
+// Split across processes (--split-hosts, engine/stage_link.h), the devices list has entries for
+// the other ranks' layers: x crosses to or from them through host memory and the link, and the
+// last rank sends the outputs to rank 0, whose calls every rank repeats.
+//
 // Layer matmuls go through Model::matmul / matmul_id (engine/activation_observer.cpp), which show
 // their input to an ActivationObserver when one is set (`deskside imatrix`).
 #include <algorithm>
@@ -66,6 +70,9 @@ std::vector<DeviceLayers> resolve_devices(std::vector<DeviceLayers> devices, con
     if (!arch.moe && options.experts.host && options.experts.n_layers > 0)
         throw std::invalid_argument(info.path + ": --cpu-moe / --n-cpu-moe apply to mixture-of-experts models; " +
                                     hp.architecture + " has no experts");
+    const auto remote = [](const DeviceLayers& d) { return d.remote(); };
+    if (std::any_of(devices.begin(), devices.end(), remote) && !options.hosts)
+        throw std::invalid_argument("layers on other hosts but no link to them");
     check_supported(info, arch, devices, options.cache, options.experts);
     return devices;
 }
@@ -104,15 +111,17 @@ Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const En
       arch_(arch_spec(info_.hparams.architecture)),
       devices_(resolve_devices(std::move(devices), info_, arch_, options)),
       options_(options),
-      weights_(info_, arch_, devices_, options.experts),
+      weights_(info_, arch_, devices_, options.experts, options.progress),
       cache_(devices_, info_.hparams, options.cache),
       inputs_(std::make_unique<StepInputs>()) {
     if (options_.n_batch <= 0) throw std::invalid_argument("n_batch must be positive");
+    options_.progress = nullptr;  // its captures belong to the loading front end
     rope_factors_ = rope_factors(arch_, info_.hparams, weights_, cache_.n_positions());
     if (options_.experts.host && options_.experts.n_layers > 0)
         expert_scratch_ = std::make_unique<Scratch>(*options_.experts.host, info_.hparams, options_.n_batch, false);
     for (size_t i = 0; i < devices_.size(); ++i) {
         const DeviceLayers& d = devices_[i];
+        if (d.remote()) continue;
         const bool last = i + 1 == devices_.size();
         stages_.push_back({d.backend, d.layer_begin, d.layer_end,
                            std::make_unique<Scratch>(*d.backend, info_.hparams, options_.n_batch, last),
@@ -120,7 +129,30 @@ Model::Model(models::ModelInfo info, std::vector<DeviceLayers> devices, const En
     }
 }
 
-Model::~Model() = default;
+Model::~Model() {
+    // The other ranks repeat this model's calls until it goes (engine/stage_link.h).
+    try {
+        announce({StageOp::Stop, 0, 0, 0, {}});
+    } catch (const std::exception&) {
+        // A link that failed already: mpirun ends the ranks when this one exits.
+    }
+}
+
+bool Model::announcing() const { return options_.hosts && options_.hosts->rank() == 0; }
+
+void Model::announce(const StageCommand& c) {
+    if (announcing()) options_.hosts->send_command(encode_command(c));
+}
+
+void Model::truncate(int32_t seq, int64_t n_pos) {
+    if (announcing()) announce({StageOp::Truncate, seq, 0, n_pos, {}});
+    cache_.truncate(seq, n_pos);
+}
+
+void Model::fork(int32_t src, int32_t dst, int64_t n_pos) {
+    if (announcing()) announce({StageOp::Fork, src, dst, n_pos, {}});
+    cache_.fork(src, dst, n_pos);
+}
 
 backends::RopeParams Model::rope_params(int64_t il) const {
     const models::Hparams& hp = info_.hparams;
@@ -165,6 +197,9 @@ std::span<const float> Model::embed(std::span<const BatchToken> batch) { return 
 
 std::span<const float> Model::run(std::span<const BatchToken> batch, Output output) {
     validate(batch);
+    // After validation: a call that fails it is not sent, so the other ranks see only good batches.
+    if (announcing())
+        announce({output == Output::Logits ? StageOp::Decode : StageOp::Embed, 0, 0, 0, {batch.begin(), batch.end()}});
     logits_.clear();
     for (size_t first = 0; first < batch.size(); first += options_.n_batch) {
         const size_t n = std::min<size_t>(options_.n_batch, batch.size() - first);
@@ -181,29 +216,50 @@ void Model::step(std::span<const BatchToken> batch, Output output) {
     words.build(batch, cache_);
     for (Stage& stage : stages_) stage.args->upload(words);
 
-    Stage& first = stages_.front();
-    const Tensor x0 = first.scratch->x.rows(0, n);
-    first.backend->begin_step();
-    first.backend->get_rows(weights_.get(Role::TokenEmbd), first.args->tokens, x0);
-    if (arch_.scale_embeddings) first.backend->scale(x0, std::sqrt(static_cast<float>(hp.n_embd)), x0);
-    for (size_t si = 0; si < stages_.size(); ++si) {
-        Stage& stage = stages_[si];
-        if (si > 0) {
-            stages_[si - 1].backend->end_step();
-            cross(stages_[si - 1], stage, n);
+    Stage* prev = nullptr;  // the local stage holding x, or none when x is on another host
+    size_t si = 0;
+    for (size_t di = 0; di < devices_.size(); ++di) {
+        const DeviceLayers& d = devices_[di];
+        if (d.remote()) {
+            if (prev) send_x(*prev, d.host, n);
+            prev = nullptr;
+            continue;
+        }
+        Stage& stage = stages_[si++];
+        if (di == 0) {
+            const Tensor x0 = stage.scratch->x.rows(0, n);
+            stage.backend->begin_step();
+            stage.backend->get_rows(weights_.get(Role::TokenEmbd), stage.args->tokens, x0);
+            if (arch_.scale_embeddings) stage.backend->scale(x0, std::sqrt(static_cast<float>(hp.n_embd)), x0);
+        } else if (prev) {
+            prev->backend->end_step();
+            cross(*prev, stage, n);
+            stage.backend->begin_step();
+        } else {
+            receive_x(devices_[di - 1].host, stage, n);
             stage.backend->begin_step();
         }
-        const bool last_stage = si + 1 == stages_.size();
+        const bool last_stage = di + 1 == devices_.size();
         for (int64_t il = stage.layer_begin; il < stage.layer_end; ++il)
             layer(stage, il, n, last_stage && il + 1 == stage.layer_end);
+        prev = &stage;
     }
 
+    const int64_t n_wanted = words.layout.m;
+    if (!prev) {  // another host runs the final layers: rank 0 gets their outputs
+        if (options_.hosts->rank() != 0) return;
+        const int64_t width = output == Output::Hidden ? hp.n_embd : n_vocab();
+        const size_t old = logits_.size();
+        logits_.resize(old + static_cast<size_t>(n_wanted * width));
+        options_.hosts->receive(devices_.back().host, std::span<float>(logits_).subspan(old));
+        return;
+    }
     // The rows that want logits are x's first rows now (the final layer compacted them).
-    Stage& last = stages_.back();
+    Stage& last = *prev;
     backends::Backend& be = *last.backend;
     last.backend->end_step();
     const Scratch& s = *last.scratch;
-    const int64_t n_wanted = words.layout.m;
+    const size_t step_begin = logits_.size();
     const float eps = static_cast<float>(hp.norm_eps);
     for (int64_t first_row = 0; first_row < n_wanted; first_row += kLogitRowsPerPass) {
         const int64_t m = std::min<int64_t>(kLogitRowsPerPass, n_wanted - first_row);
@@ -217,6 +273,23 @@ void Model::step(std::span<const BatchToken> batch, Output output) {
         logits_.resize(old + count);
         be.download(*out.buffer, out.offset, logits_.data() + old, count * sizeof(float));
     }
+    if (options_.hosts && options_.hosts->rank() != 0)
+        options_.hosts->send(0, std::span<const float>(logits_).subspan(step_begin));
+}
+
+void Model::send_x(const Stage& from, int host, int64_t n) {
+    from.backend->end_step();
+    const Tensor x = from.scratch->x.rows(0, n);
+    hop_.resize(static_cast<size_t>(n) * x.row_stride / sizeof(float));
+    from.backend->download(*x.buffer, x.offset, hop_.data(), hop_.size() * sizeof(float));
+    options_.hosts->send(host, hop_);
+}
+
+void Model::receive_x(int host, Stage& to, int64_t n) {
+    const Tensor x = to.scratch->x.rows(0, n);
+    hop_.resize(static_cast<size_t>(n) * x.row_stride / sizeof(float));
+    options_.hosts->receive(host, hop_);
+    to.backend->upload(*x.buffer, x.offset, hop_.data(), hop_.size() * sizeof(float));
 }
 
 void Model::cross(const Stage& from, Stage& to, int64_t n) {

@@ -49,6 +49,11 @@ KvCache::KvCache(std::span<const DeviceLayers> devices, const models::Hparams& h
     const int64_t k_ne0 = hp.n_head_kv * hp.head_dim, v_ne0 = hp.n_head_kv * hp.head_dim_v;
     for (const DeviceLayers& d : devices) {
         for (int64_t il = d.layer_begin; il < d.layer_end; ++il) {
+            if (d.remote()) {  // another host's layers: an empty view keeps layers_ indexed by layer
+                layers_.emplace_back();
+                layer_backends_.push_back(nullptr);
+                continue;
+            }
             backends::KvCacheView view;
             view.block_size = block_size_;
             buffers_.push_back(d.backend->alloc(quant::row_bytes(config.type_k, k_ne0) * n_rows));
@@ -98,6 +103,7 @@ void KvCache::release_block(int32_t b) {
 
 void KvCache::copy_block(int32_t from, int32_t to) {
     for (size_t il = 0; il < layers_.size(); ++il) {
+        if (!layer_backends_[il]) continue;  // copied by the host that holds the layer
         const backends::KvCacheView& l = layers_[il];
         backends::Backend& b = *layer_backends_[il];
         b.copy(l.k.rows(from * block_size_, block_size_), l.k.rows(to * block_size_, block_size_));

@@ -78,7 +78,7 @@ class KvCache {
     void copy_block(int32_t from, int32_t to);
 
     int64_t block_size_;
-    std::vector<backends::Backend*> layer_backends_;  // the device of each layer
+    std::vector<backends::Backend*> layer_backends_;  // the device of each layer (nullptr: another host's)
     std::vector<std::unique_ptr<backends::Buffer>> buffers_;  // K and V per layer
     std::vector<backends::KvCacheView> layers_;
     std::vector<int32_t> ref_count_;

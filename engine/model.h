@@ -17,7 +17,9 @@
 #include "engine/arch.h"
 #include "engine/device_layers.h"
 #include "engine/kv_cache.h"
+#include "engine/load_progress.h"
 #include "engine/scratch.h"
+#include "engine/stage_link.h"
 #include "engine/weights.h"
 #include "models/model.h"
 
@@ -29,6 +31,12 @@ struct EngineOptions {
     // Mixture-of-experts models: expert blocks kept in host memory and run there (--cpu-moe,
     // --n-cpu-moe); the host backend must outlive the Model.
     ExpertPlacement experts;
+    // A model split across processes (--split-hosts): the link to the ranks that run the devices
+    // entries with a host (engine/stage_link.h); must outlive the Model. nullptr: one process.
+    StageLink* hosts = nullptr;
+    // Told of each tensor placed while the Model is constructed (engine/load_progress.h); the
+    // Model does not keep it.
+    LoadProgress progress;
 };
 
 // One token of a batch: token `token` of sequence `seq` at position `pos`. A sequence's tokens
@@ -68,9 +76,9 @@ class Model {
     // Positions of `seq` in the KV cache.
     int64_t length(int32_t seq) const { return cache_.length(seq); }
     // Forgets positions >= n_pos of `seq` (all for 0).
-    void truncate(int32_t seq, int64_t n_pos) { cache_.truncate(seq, n_pos); }
+    void truncate(int32_t seq, int64_t n_pos);
     // `dst` continues from the first n_pos positions of `src` (shared prefix, no recompute).
-    void fork(int32_t src, int32_t dst, int64_t n_pos) { cache_.fork(src, dst, n_pos); }
+    void fork(int32_t src, int32_t dst, int64_t n_pos);
     // KV cache blocks not held by any sequence (a block shared by several counts once).
     int64_t n_free_blocks() const { return cache_.n_free_blocks(); }
     int64_t kv_block_size() const { return cache_.block_size(); }
@@ -79,7 +87,7 @@ class Model {
     // Positions the KV cache holds over all sequences.
     int64_t kv_positions() const { return cache_.n_positions(); }
 
-    // The devices and their layer ranges, in order.
+    // The devices and their layer ranges, in order (with the other hosts' ranges, --split-hosts).
     const std::vector<DeviceLayers>& devices() const { return devices_; }
 
     // Hands every layer matmul's input to `observer` from the next step on (nullptr: none). The
@@ -98,6 +106,12 @@ class Model {
     // computed only for the tokens that want logits, in x's first rows (see forward.cpp).
     void layer(Stage& stage, int64_t il, int64_t n, bool last);
     void cross(const Stage& from, Stage& to, int64_t n);
+    // --split-hosts: rank 0 sends `c` to the other ranks (engine/stage_link.h); a no-op elsewhere.
+    bool announcing() const;
+    void announce(const StageCommand& c);
+    // The step's residual stream to or from another host, through host memory.
+    void send_x(const Stage& from, int host, int64_t n);
+    void receive_x(int host, Stage& to, int64_t n);
     // The FFN of a mixture-of-experts layer: o = sum of the chosen experts of h, weighted.
     void moe_ffn(Stage& stage, int64_t il, int64_t m);
     backends::RopeParams rope_params(int64_t il) const;
@@ -113,11 +127,12 @@ class Model {
     EngineOptions options_;
     ModelWeights weights_;
     KvCache cache_;
-    std::vector<Stage> stages_;          // one per device, in layer order
+    std::vector<Stage> stages_;          // one per local device, in layer order
     std::unique_ptr<Scratch> expert_scratch_;  // on options_.experts.host, when it runs expert blocks
     std::vector<float> rope_factors_;  // the frequency divisors RoPE uses (rope_freqs or LongRoPE's)
     std::unique_ptr<StepInputs> inputs_;
     std::vector<float> logits_;  // host copy returned by decode() or embed()
+    std::vector<float> hop_;     // --split-hosts: the residual stream crossing to or from a host
     ActivationObserver* observer_ = nullptr;
 };
 

@@ -12,6 +12,7 @@
 #include "engine/arch.h"
 #include "engine/device_layers.h"
 #include "engine/kv_cache.h"
+#include "engine/load_progress.h"
 #include "models/model.h"
 
 namespace deskside::engine {
@@ -40,9 +41,10 @@ class ModelWeights {
     // `devices` satisfies check_device_layers.
     // Fused tensors (AttnQkv, FfnGateUp) are split into their parts' row ranges (AttnQ/K/V,
     // FfnGate/FfnUp), each mapped as a matrix of its own; stacked experts are one matrix of
-    // n_expert * n_out rows.
+    // n_expert * n_out rows. Tensors are placed device by device (`devices` in order, then the
+    // expert host), each placement reported to `progress` when given.
     ModelWeights(const models::ModelInfo& info, const ArchSpec& arch, std::span<const DeviceLayers> devices,
-                 const ExpertPlacement& experts = {});
+                 const ExpertPlacement& experts = {}, const LoadProgress& progress = {});
 
     // Model-wide tensor (empty Tensor when an optional one is absent). TokenEmbd is on the first
     // device, OutputNorm and Output on the last (Output is token_embd placed again there when the

@@ -14,6 +14,7 @@ packages=(build-essential cmake pkg-config ccache git clang
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
   python3 python3-venv python3-pip tmux time bc
   haproxy
+  openmpi-bin libopenmpi-dev iproute2
   chromium chromium-driver)
 
 missing=()
