@@ -52,10 +52,10 @@ void run_mirror(MirrorBackend& mirror, const std::string& model_path, const std:
 // The op kinds a Vulkan device computes bit for bit as the CPU backend does, where it has
 // shaderFloat64 (the `_exact` shader variants; docs/VULKAN.md, "Bit-exact ops"). The CPU side is
 // its AVX2 level (DESKSIDE_CPU_ISA=avx2, what this machine and most desks have; its AVX-512
-// kernels sum in another order). Not here: silu (libm's expf on the CPU, not correctly rounded
-// on ~3e-4 of inputs), attention with a Q8_0 or F32 cache (their K dots keep the device's order).
+// kernels sum in another order). silu since its exp is glibc's (cpu_math.glsl's cpu_expf). Not
+// here: attention with a Q8_0 or F32 cache (their K dots keep the device's order).
 const std::set<std::string> kVulkanExactKinds = {
-    "add", "mul", "scale", "rms_norm", "rope", "gelu", "attention k f16 v f16", "set_rows -> f16",
+    "add", "mul", "scale", "rms_norm", "rope", "gelu", "silu", "attention k f16 v f16", "set_rows -> f16",
     "copy f32 -> f32", "get_rows f32", "get_rows q8_0", "get_rows q4_0", "get_rows q4_1", "get_rows q4_K",
     "matmul f16 m=1", "matmul f16 m>1", "matmul q8_0 m=1", "matmul q8_0 m>1", "matmul q4_0 m=1", "matmul q4_0 m>1",
     "matmul q4_1 m=1", "matmul q4_1 m>1", "matmul q5_0 m=1", "matmul q5_0 m>1", "matmul q5_1 m=1",

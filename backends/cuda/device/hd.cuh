@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/exp2f_table.h"
+
 #if defined(__CUDACC__)
 #define DESKSIDE_HD __host__ __device__
 #define DESKSIDE_CONSTANT __constant__
@@ -248,8 +250,8 @@ DESKSIDE_HD inline int byte_sum(uint32_t a) { return dp4a(a, 0x01010101u, 0); }
 // Equal to glibc 2.36's __expf_fma on all 2^32 float inputs (checked once, exhaustively; the
 // unfused variant differs on 2); tests/backends/test_cuda_exact_ops.cpp checks a stride of them
 // against the host's expf on every run.
-// A correctly rounded exp (backends/exp_rounded.h) is not enough: glibc's expf is not correctly
-// rounded on 7.6e-5 of the inputs, and attention calls exp once per position and head, so only
+// A correctly rounded exp is not enough: glibc's expf is not correctly rounded on 7.6e-5 of the
+// inputs, and attention calls exp once per position and head, so only
 // glibc's own arithmetic gives the CPU's bits.
 // ref: glibc sysdeps/ieee754/flt-32/e_expf.c and e_exp2f_data.c (Szabolcs Nagy, from ARM's
 // optimized-routines): x = (k + r) ln2 / 32 with k an integer (rounded by adding 1.5 * 2^52),
@@ -259,13 +261,9 @@ struct ExpfTable {
     uint64_t bits[32];
 };
 constexpr ExpfTable make_expf_table() {
-    return {{0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
-             0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
-             0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
-             0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-             0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
-             0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
-             0x3fefa4afa2a490da, 0x3fefd0765b6e4540}};
+    ExpfTable t{};
+    for (int i = 0; i < 32; ++i) t.bits[i] = backends::kExp2fTable[i];  // the format's data, held once
+    return t;
 }
 DESKSIDE_CONSTANT constexpr ExpfTable kExpfTableDevice = make_expf_table();
 inline constexpr ExpfTable kExpfTableHost = make_expf_table();

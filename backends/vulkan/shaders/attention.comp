@@ -11,7 +11,7 @@
 // running max and sum, and updates the output dimensions it owns (d = t, t + WG, ...).
 //
 // EXACT (devices with shaderFloat64; the `_exact` variants): the CPU backend's bits. exp() is
-// libm's expf (cpu_math.glsl), an F16 K dot is summed in the CPU's order (ops_attention_kernels.h:
+// glibc's expf (cpu_math.glsl's cpu_expf), an F16 K dot is summed in the CPU's order (ops_attention_kernels.h:
 // 4 FMA accumulators of 16 lanes over steps of 64, folded, the rest in double), and the running
 // sum is rescaled without contraction.
 //

@@ -6,7 +6,7 @@
 // subtracts the max, exponentiates, sums (in double with EXACT, as the CPU does) and multiplies by
 // the rounded reciprocal; top-k ranks by value with ties to the lower expert; moe_combine rounds
 // each product before adding it (`precise`: no contraction). EXACT (devices with shaderFloat64):
-// exp is cpu_math.glsl's cpu_expf, the CPU's expf but on its rare misrounded inputs.
+// exp is cpu_math.glsl's cpu_expf, glibc's expf bit for bit.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "cpu_math.glsl"
