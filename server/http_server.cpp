@@ -229,11 +229,21 @@ void HttpServer::install_routes() {
             } catch (const std::exception& e) {
                 send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "", "server_error"));
             }
-            if (res.content_provider_)
+            const int status = res.status < 0 ? 200 : res.status;
+            if (res.content_provider_) {
+                // A stream is counted when it ends: as its status when it was written out whole, as
+                // 499 when its client went away first (the page's Stop, a closed connection).
                 watch_stream_usage(res);
-            else
+                res.content_provider_resource_releaser_ = [this, name, status,
+                                                           inner = std::move(res.content_provider_resource_releaser_)](
+                                                              bool success) {
+                    metrics_.count_request(name, success ? status : 499);
+                    if (inner) inner(success);
+                };
+            } else {
                 current_request.tokens = usage_in(res.body);
-            metrics_.count_request(name, res.status < 0 ? 200 : res.status);
+                metrics_.count_request(name, status);
+            }
         };
     };
 

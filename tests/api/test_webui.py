@@ -157,6 +157,8 @@ def test_stop_cancels_the_request_on_the_server(browser, chat_server):
                                               "extra": json.dumps({"ignore_eos": True})})
     before = chat_server.metrics()["deskside_generated_tokens_total"]
     cancelled = chat_server.metrics()["deskside_cancelled_sequences_total"]
+    closed = 'deskside_requests_total{route="/v1/chat/completions",status="499"}'
+    closed_before = chat_server.metrics().get(closed, 0)
     send(browser, PROMPT)
     # Streaming: text is in the page while the request still runs (Stop is shown).
     wait(browser, lambda d: len(text_of(d, ".msg.assistant .body")) > 20 and css(d, "#stop")[0].is_displayed(),
@@ -169,6 +171,8 @@ def test_stop_cancels_the_request_on_the_server(browser, chat_server):
     m = chat_server.metrics()
     assert m["deskside_generated_tokens_total"] - before < max_tokens
     assert m["deskside_cancelled_sequences_total"] == cancelled + 1
+    # The stream is counted when it ends: as 499, its client having gone.
+    assert wait_for(lambda: chat_server.metrics().get(closed, 0) == closed_before + 1, WAIT)
     kept = stored_messages(browser)[1]
     assert kept["stopped"] and kept["content"] and "stats" not in kept
 
