@@ -21,6 +21,12 @@ if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
   scripts/fuzz.sh "${FUZZ_SECONDS:-60}" || status=1
 fi
 
+# The peer llama.cpp tools that the Catch2 quantizer tests and tests/py/test_quantize.py compare
+# against (built once into ~/.cache/deskside/peer, then cached): before ctest, which needs them.
+peer_log="$build/peer-build.log"
+DESKSIDE_PEER_TARGETS="llama-quantize llama-completion" scripts/build-llama-cpp.sh --jobs "$(nproc)" > "$peer_log" 2>&1 \
+  || { tail -n 40 "$peer_log"; exit 1; }
+
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export DESKSIDE_SANITIZED=1  # tests that measure memory run their server without ASan's quarantine
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -29,10 +35,6 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 scripts/fuzz-models.sh "$build" --quick || status=1  # broken model files through inspect/generate (~2 min)
 DESKSIDE_BUILD="$PWD/$build" scripts/soak.sh --short || status=1  # 32 clients for 20 s under ASan (~30 s)
 
-# The peer llama.cpp tools tests/py/test_quantize.py compares against (built once, then cached).
-peer_log="$build/peer-build.log"
-DESKSIDE_PEER_TARGETS="llama-quantize llama-completion" scripts/build-llama-cpp.sh --jobs "$(nproc)" > "$peer_log" 2>&1 \
-  || { tail -n 40 "$peer_log"; exit 1; }
 DESKSIDE_BUILD="$PWD/$build" .venv/bin/python -m pytest -q -p no:cacheprovider tests/py tests/api tests/security
 rc=$?
 # pytest exits 5 when it collected nothing: that is a failure of the suite, not a pass.
