@@ -383,12 +383,25 @@ void EngineLoop::step() {
         Job& j = *r.job;
         j.n_fed += r.n;
         const auto row = [&](size_t k) { return logits.subspan((r.first_row + k) * n_vocab, n_vocab); };
-        if (j.spec.prompt_logprobs && r.first_pos < j.n_prompt()) {
-            // Scored here: the rows are gone after this step, and a prompt has one per token.
+        // Not again after a preemption's recompute: the entries went out with the first token.
+        if (j.spec.prompt_logprobs && !j.prompt_lp_sent && r.first_pos < j.n_prompt()) {
+            // The rows are gone after this step: copied for the reader to score while its budget
+            // lasts (RequestStream::row_room), scored here beyond it.
+            TokenStep rows_step;
+            rows_step.choice = j.choice;
+            rows_step.prompt_tokens = j.n_prompt();
+            rows_step.cached_tokens = j.cached;
+            int64_t room = j.stream->row_room(static_cast<int64_t>(n_vocab));
             for (size_t k = 0; k < r.n_rows; ++k) {
                 const int64_t next = r.first_pos + static_cast<int64_t>(k) + 1;
-                if (next < j.n_prompt()) j.prompt_lp[next] = token_logprob(row(k), j.spec.prompt[next], j.spec.top_logprobs);
+                if (next >= j.n_prompt()) continue;
+                const int32_t token = j.spec.prompt[next];
+                if (room-- > 0)
+                    rows_step.prompt_rows.push_back({next, token, std::vector<float>(row(k).begin(), row(k).end())});
+                else
+                    j.prompt_lp[next] = token_logprob(row(k), token, j.spec.top_logprobs);
             }
+            if (!rows_step.prompt_rows.empty()) j.stream->push(std::move(rows_step));
         }
         if (j.n_fed >= j.n_total() && r.n_rows > 0) sample(j, row(r.n_rows - 1));
     }
@@ -497,7 +510,7 @@ void EngineLoop::sample(Job& job, std::span<const float> logits) {
     s.prompt_tokens = job.n_prompt();
     s.cached_tokens = job.cached;
     if (job.spec.logprobs) {
-        if (job.stream->rows_full())
+        if (job.stream->row_room(static_cast<int64_t>(logits.size())) == 0)
             s.scored = token_logprob(logits, tok, job.spec.top_logprobs);
         else
             s.logits.assign(logits.begin(), logits.end());

@@ -39,6 +39,10 @@ size_t stop_prefix_suffix(const std::string& text, const std::vector<std::string
     return best;
 }
 
+int64_t rows_in(const TokenStep& step) {
+    return (step.logits.empty() ? 0 : 1) + static_cast<int64_t>(step.prompt_rows.size());
+}
+
 }  // namespace
 
 RequestStream::RequestStream(const models::Tokenizer& tokenizer, std::vector<OutputOptions> choices)
@@ -47,7 +51,7 @@ RequestStream::RequestStream(const models::Tokenizer& tokenizer, std::vector<Out
 }
 
 void RequestStream::push(TokenStep step) {
-    if (!step.logits.empty()) ++pending_rows_;
+    pending_rows_ += rows_in(step);
     {
         std::lock_guard lock(mutex_);
         steps_.push_back(std::move(step));
@@ -67,7 +71,7 @@ std::optional<JobEvent> RequestStream::pop(std::chrono::milliseconds timeout) {
             step = std::move(steps_.front());
             steps_.pop_front();
         }
-        if (!step.logits.empty()) --pending_rows_;
+        pending_rows_ -= rows_in(step);
         if (auto e = process(std::move(step))) return e;
     }
 }
@@ -78,7 +82,16 @@ std::optional<JobEvent> RequestStream::process(TokenStep step) {
     if (c.finished) return std::nullopt;  // steps the engine made before it saw a stop string
     c.prompt_tokens = step.prompt_tokens;
     c.cached_tokens = step.cached_tokens;
-    if (!step.prompt_logprobs.empty()) c.prompt_logprobs = std::move(step.prompt_logprobs);
+    const auto prompt_entry = [&c](size_t i) -> std::optional<TokenLogprob>& {
+        if (c.prompt_logprobs.size() <= i) c.prompt_logprobs.resize(i + 1);
+        return c.prompt_logprobs[i];
+    };
+    for (const PromptRow& r : step.prompt_rows)
+        prompt_entry(static_cast<size_t>(r.index)) = token_logprob(r.logits, r.token, c.options.top_logprobs);
+    for (size_t i = 0; i < step.prompt_logprobs.size(); ++i)
+        if (step.prompt_logprobs[i]) prompt_entry(i) = std::move(step.prompt_logprobs[i]);
+    if (!step.prompt_logprobs.empty()) prompt_entry(step.prompt_logprobs.size() - 1);  // the prompt's length
+    if (step.token < 0 && !step.done) return std::nullopt;  // prompt rows only
 
     JobEvent e;
     e.choice = step.choice;

@@ -9,6 +9,7 @@
 // its next step (the token or two it generated meanwhile are dropped, never shown or counted).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -56,6 +57,13 @@ struct OutputOptions {
     int64_t top_logprobs = 0;
 };
 
+// A prompt position's logits row, which the reader turns into that position's logprob entry.
+struct PromptRow {
+    int64_t index = 0;      // the position scored (its token is the prompt's token there)
+    int32_t token = -1;
+    std::vector<float> logits;
+};
+
 // One step's output of one job, as the engine thread sends it.
 struct TokenStep {
     size_t choice = 0;
@@ -65,7 +73,10 @@ struct TokenStep {
     bool done = false;
     std::string finish_reason, error;    // with done
     int64_t prompt_tokens = 0, cached_tokens = 0;  // on every step
-    // Once, on the first step after the prompt is computed (when asked).
+    // Prompt logprobs (when asked): the rows the reader scores, sent with each prompt step, and
+    // once, on the first step after the prompt, the entries the engine scored itself (the rows
+    // beyond the budget), merged with them.
+    std::vector<PromptRow> prompt_rows;
     std::vector<std::optional<TokenLogprob>> prompt_logprobs;
     std::vector<float> embedding;        // with done, for an embedding job
 };
@@ -77,10 +88,15 @@ class RequestStream {
 
     // Engine side.
     void push(TokenStep step);
-    // Logits rows pushed and not yet popped: beyond kMaxPendingRows the engine scores the token
-    // itself, so a slow reader never holds more than that many rows of n_vocab floats.
+    // Logits rows pushed and not yet popped (a sampled token's, a prompt position's): the reader
+    // scores them, off the engine thread. Beyond kMaxPendingRows, or kRowBudgetBytes of rows
+    // when that is more, the engine scores the token itself, so a slow reader never holds more.
     static constexpr int64_t kMaxPendingRows = 8;
-    bool rows_full() const { return pending_rows_ >= kMaxPendingRows; }
+    static constexpr int64_t kRowBudgetBytes = int64_t{64} << 20;
+    int64_t row_room(int64_t n_vocab) const {
+        const int64_t most = std::max(kMaxPendingRows, kRowBudgetBytes / std::max<int64_t>(1, n_vocab * 4));
+        return std::max<int64_t>(0, most - pending_rows_);
+    }
     // The reader found a stop string in this job's text: the engine ends the job, keeping its KV.
     bool stopped(size_t choice) const;
 

@@ -353,4 +353,42 @@ TEST_CASE("engine loop: a lazy grammar leaves the text free until its trigger, t
     CHECK(banned.rfind(", there was a", 0) == 0);  // free before the trigger: the greedy text
 }
 
+TEST_CASE("request stream: prompt logprobs from rows the reader scores and entries the engine scored, merged",
+          "[engine-loop]") {
+    Stories st(64, 1);
+    RequestStream stream(*st.tokenizer, {OutputOptions{{}, true, 2}});
+    const std::vector<float> row_a = {0.5f, -1.0f, 2.0f, 0.0f}, row_b = {1.0f, 1.0f, -3.0f, 0.25f};
+    CHECK(stream.row_room(4) > 0);
+    // Positions 1 and 3 as rows (the reader's share), position 2 scored by the engine (beyond the budget).
+    TokenStep rows;
+    rows.prompt_tokens = 4;
+    rows.prompt_rows.push_back({1, 2, row_a});
+    rows.prompt_rows.push_back({3, 0, row_b});
+    stream.push(std::move(rows));
+    TokenStep last;
+    last.done = true;
+    last.finish_reason = "length";
+    last.prompt_tokens = 4;
+    last.prompt_logprobs.resize(4);
+    last.prompt_logprobs[2] = token_logprob(row_b, 1, 2);
+    stream.push(std::move(last));
+    std::optional<JobEvent> e;
+    while (!(e = stream.pop(std::chrono::milliseconds(1000)))) {
+    }
+    REQUIRE(e->done);
+    REQUIRE(e->prompt_logprobs.size() == 4);
+    CHECK_FALSE(e->prompt_logprobs[0]);
+    const auto same = [](const std::optional<TokenLogprob>& got, const TokenLogprob& want) {
+        REQUIRE(got);
+        CHECK(got->id == want.id);
+        CHECK(got->logprob == want.logprob);
+        CHECK(got->top == want.top);
+    };
+    same(e->prompt_logprobs[1], token_logprob(row_a, 2, 2));
+    same(e->prompt_logprobs[2], token_logprob(row_b, 1, 2));
+    same(e->prompt_logprobs[3], token_logprob(row_b, 0, 2));
+    // Popped rows free their room again.
+    CHECK(stream.row_room(4) == RequestStream::kRowBudgetBytes / 16);
+}
+
 }  // namespace deskside::engine
