@@ -92,7 +92,7 @@ class RequestStream {
     // scores them, off the engine thread. Beyond kMaxPendingRows, or kRowBudgetBytes of rows
     // when that is more, the engine scores the token itself, so a slow reader never holds more.
     static constexpr int64_t kMaxPendingRows = 8;
-    static constexpr int64_t kRowBudgetBytes = int64_t{64} << 20;
+    static constexpr int64_t kRowBudgetBytes = int64_t{16} << 20;
     int64_t row_room(int64_t n_vocab) const {
         const int64_t most = std::max(kMaxPendingRows, kRowBudgetBytes / std::max<int64_t>(1, n_vocab * 4));
         return std::max<int64_t>(0, most - pending_rows_);
