@@ -207,6 +207,38 @@ def test_model_text_is_rendered_as_text(browser, chat_server):
     assert browser.execute_script("return window.__pwned") is None
 
 
+def test_reasoning_and_tool_calls_are_collapsed(browser, chat_server):
+    from selenium.webdriver.common.by import By
+    conv = {"id": "r1", "title": "thinking", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "answer", "reasoning": "first I think <b>hard</b>",
+         "tool_calls": [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]}]}
+    open_page(browser, chat_server, conversations=[conv])
+    reasoning = css(browser, ".msg.assistant details.reasoning")
+    assert len(reasoning) == 1 and reasoning[0].get_attribute("open") is None
+    assert reasoning[0].find_element(By.TAG_NAME, "summary").text == "Reasoning"
+    assert "first I think <b>hard</b>" in reasoning[0].get_attribute("textContent")
+    calls = css(browser, ".msg.assistant details.tool-call")
+    assert len(calls) == 1 and calls[0].get_attribute("open") is None
+    assert calls[0].find_element(By.TAG_NAME, "summary").text == "Tool call: get_weather"
+    assert '{"city": "Paris"}' in calls[0].get_attribute("textContent")
+
+    # Streamed: a named tool choice makes the model call the function; its deltas build the call.
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}}]
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    open_page(browser, chat_server, settings={"temperature": "0", "extra": json.dumps({"tools": tools,
+                                                                                         "tool_choice": choice})})
+    send(browser, PROMPT)
+    wait(browser, lambda d: css(d, "#send")[0].is_displayed() and css(d, ".msg.assistant details.tool-call"),
+         "the answer ends with its tool call")
+    call = stored_messages(browser)[1]["tool_calls"][0]
+    assert call["name"] == "get_weather" and isinstance(json.loads(call["arguments"])["city"], str)
+    shown = css(browser, ".msg.assistant details.tool-call")[0]
+    assert shown.get_attribute("open") is None
+    assert shown.find_element(By.TAG_NAME, "summary").text == "Tool call: get_weather"
+
+
 def test_api_key_is_asked_for_once(browser, start_server):
     server = start_server(STORIES, "--chat-template", TEMPLATE, "--ctx-size", 1024, api_key="webui-secret")
     assert requests.get(server.url + "/", timeout=30).status_code == 200  # the page needs no key
