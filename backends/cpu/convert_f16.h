@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "backends/cpu/dot_kernels.h"
 #include "quant/quant.h"
 
 namespace deskside::backends::cpu {
@@ -12,7 +13,9 @@ namespace deskside::backends::cpu {
 // The AVX2/F16C converter (convert_f16_avx2.cpp); call only where cpu_features() has it.
 void from_float_f16_avx2(const float* src, void* dst, int64_t n);
 
-// The fastest F32 -> F16 row converter this CPU runs.
-quant::FromFloatFn best_f16_converter();
+// The F32 -> F16 row converter of an instruction-set level: F16C from CpuIsa::Avx2 up, the
+// portable one at CpuIsa::Scalar. The default is the level the process runs (selected_isa(),
+// which DESKSIDE_CPU_ISA pins).
+quant::FromFloatFn best_f16_converter(CpuIsa isa = selected_isa());
 
 }  // namespace deskside::backends::cpu

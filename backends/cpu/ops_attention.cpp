@@ -24,7 +24,6 @@
 
 #include "backends/cpu/convert_f16.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dot_kernels.h"
 #include "backends/cpu/ops_attention_kernels.h"
 #include "quant/activation_quant.h"
@@ -35,7 +34,9 @@ namespace deskside::backends::cpu {
 
 namespace {
 
-float round_f16(float v) { return quant::fp16_to_fp32(quant::fp32_to_fp16(v)); }
+float round_f16(float v) {
+    return quant::fp16_to_fp32(quant::fp32_to_fp16(v));
+}
 
 }  // namespace
 
@@ -78,6 +79,11 @@ void attn_accumulate(float* acc, const float* v, float w, int64_t n, bool f16) {
 
 void attn_f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
     for (int64_t d = 0; d < n; ++d) dst[d] = quant::fp16_to_fp32(src[d]);
+}
+
+AttnKernels attention_kernels(CpuIsa isa) {
+    if (isa == CpuIsa::Scalar) return {attn_dot_f16, attn_scale, attn_accumulate, attn_f16_to_f32};
+    return {attn_dot_f16_avx2, attn_scale_avx2, attn_accumulate_avx2, attn_f16_to_f32_avx2};
 }
 
 namespace {
@@ -127,9 +133,10 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor&
     // q goes into K's dot type through the quantizer llama.cpp's x86 build uses for activations
     // (for a Q8_0 cache: 127 / amax, round half to even), as its flash attention does.
     // For an F16 cache that is the F16C row converter (the same bits as the scalar one).
-    const quant::FromFloatFn q_to_dot_type = kt->vec_dot_type == quant::TypeId::F32   ? nullptr
-                                             : kt->vec_dot_type == quant::TypeId::F16 ? best_f16_converter()
-                                                                                      : quant::activation_from_float(kt->vec_dot_type);
+    const quant::FromFloatFn q_to_dot_type = kt->vec_dot_type == quant::TypeId::F32 ? nullptr
+                                             : kt->vec_dot_type == quant::TypeId::F16
+                                                 ? best_f16_converter()
+                                                 : quant::activation_from_float(kt->vec_dot_type);
     if (kt->vec_dot_type != quant::TypeId::F32 && !q_to_dot_type)
         throw std::invalid_argument("cpu attention: no quantizer for the K cache's dot type");
 
@@ -140,19 +147,19 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor&
     if (!p.sinks.empty()) {
         if (p.sinks.type != quant::TypeId::F32 || p.sinks.ne0 * p.sinks.ne1 < p.n_head ||
             (p.sinks.ne1 > 1 && p.sinks.row_stride != p.sinks.row_bytes()))
-            throw std::invalid_argument("cpu attention: sinks must be a contiguous F32 tensor of n_head = " +
-                                        std::to_string(p.n_head) + " values, got [" + std::to_string(p.sinks.ne0) +
-                                        ", " + std::to_string(p.sinks.ne1) + "] " +
-                                        std::string(quant::type_info(p.sinks.type).name));
+            throw std::invalid_argument(
+                "cpu attention: sinks must be a contiguous F32 tensor of n_head = " + std::to_string(p.n_head) +
+                " values, got [" + std::to_string(p.sinks.ne0) + ", " + std::to_string(p.sinks.ne1) + "] " +
+                std::string(quant::type_info(p.sinks.type).name));
         sinks = host_f32_row(p.sinks);
     }
-    const bool simd = cpu_features().has_avx2_kernels();
     const bool f16_k = kv.k.type == quant::TypeId::F16;
     const quant::VecDotFn k_dot = best_vec_dot(kv.k.type);
-    const auto dot_f16 = simd ? attn_dot_f16_avx2 : attn_dot_f16;
-    const auto scale_acc = simd ? attn_scale_avx2 : attn_scale;
-    const auto accumulate = simd ? attn_accumulate_avx2 : attn_accumulate;
-    const auto widen_f16 = simd ? attn_f16_to_f32_avx2 : attn_f16_to_f32;
+    const AttnKernels loops = attention_kernels(selected_isa());
+    const auto dot_f16 = loops.dot_f16;
+    const auto scale_acc = loops.scale;
+    const auto accumulate = loops.accumulate;
+    const auto widen_f16 = loops.widen_f16;
     const bool f16_acc = kv.v.type == quant::TypeId::F16;
     // Heads per task: the whole group unless that leaves threads without work (one decoding
     // sequence of a model with one KV head); then the group is halved while it divides evenly.
@@ -185,21 +192,27 @@ void CpuBackend::attention(const Tensor& q, const KvCacheView& kv, const Tensor&
         const float* q_row = host_f32_row(q, t);
         for (int64_t j = 0; j < heads_per_task; ++j) {
             const float* qh = q_row + (h0 + j) * p.head_dim;
-            if (q_to_dot_type) q_to_dot_type(qh, qq(j), p.head_dim);
-            else std::copy(qh, qh + p.head_dim, qq(j));
+            if (q_to_dot_type)
+                q_to_dot_type(qh, qq(j), p.head_dim);
+            else
+                std::copy(qh, qh + p.head_dim, qq(j));
             std::fill(acc(j), acc(j) + p.head_dim_v, 0.0f);
             max_score(j) = -std::numeric_limits<float>::infinity();
             sum(j) = 0;
         }
         const int64_t first = p.window > 0 ? std::max<int64_t>(0, aq.pos - p.window + 1) : 0;
-        const auto cache_row = [&](int64_t pos) { return aq.blocks[pos / kv.block_size] * kv.block_size + pos % kv.block_size; };
+        const auto cache_row = [&](int64_t pos) {
+            return aq.blocks[pos / kv.block_size] * kv.block_size + pos % kv.block_size;
+        };
 
         for (int64_t pos = first; pos <= aq.pos; ++pos) {
             const int64_t row = cache_row(pos);
             const uint8_t* kh = host_row(kv.k, row) + hk * k_head_bytes;
             const uint8_t* vh = host_row(kv.v, row) + hk * v_head_bytes;
-            if (f16_acc) widen_f16(reinterpret_cast<const uint16_t*>(vh), vrow, p.head_dim_v);
-            else vt->to_float(vh, vrow, p.head_dim_v);
+            if (f16_acc)
+                widen_f16(reinterpret_cast<const uint16_t*>(vh), vrow, p.head_dim_v);
+            else
+                vt->to_float(vh, vrow, p.head_dim_v);
             for (int64_t j = 0; j < heads_per_task; ++j) {
                 const float dot = f16_k ? dot_f16(p.head_dim, reinterpret_cast<const uint16_t*>(kh),
                                                   reinterpret_cast<const uint16_t*>(qq(j)))

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "backends/cpu/dot_kernels.h"
+
 namespace deskside::backends::cpu {
 
 // Elements per step of llama.cpp's F16 kernels there: 4 accumulators of 16 lanes.
@@ -35,5 +37,15 @@ void attn_accumulate_avx2(float* acc, const float* v, float w, int64_t n, bool f
 // dst[d] = src[d] widened from F16 (exact), for an F16 V row.
 void attn_f16_to_f32(const uint16_t* src, float* dst, int64_t n);
 void attn_f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n);
+
+// The four loops at an instruction-set level: the AVX2 ones from CpuIsa::Avx2 up, the portable
+// ones at CpuIsa::Scalar (what DESKSIDE_CPU_ISA=scalar runs, through selected_isa()).
+struct AttnKernels {
+    float (*dot_f16)(int64_t, const uint16_t*, const uint16_t*);
+    void (*scale)(float*, int64_t, float, bool);
+    void (*accumulate)(float*, const float*, float, int64_t, bool);
+    void (*widen_f16)(const uint16_t*, float*, int64_t);
+};
+AttnKernels attention_kernels(CpuIsa isa);
 
 }  // namespace deskside::backends::cpu

@@ -313,4 +313,21 @@ TEST_CASE("attention kernels: AVX2 and portable versions agree to the bit", "[cp
     }
 }
 
+// Attention runs the loops of the level the process runs at (DESKSIDE_CPU_ISA pins it), not of
+// what the CPU has: the portable ones at scalar, the AVX2 ones above.
+TEST_CASE("attention kernels: the level selected_isa() names picks the loops", "[cpu-ops]") {
+    const cpu::AttnKernels scalar = cpu::attention_kernels(cpu::CpuIsa::Scalar);
+    CHECK(scalar.dot_f16 == &cpu::attn_dot_f16);
+    CHECK(scalar.scale == &cpu::attn_scale);
+    CHECK(scalar.accumulate == &cpu::attn_accumulate);
+    CHECK(scalar.widen_f16 == &cpu::attn_f16_to_f32);
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::Avx2, cpu::CpuIsa::Avx512}) {
+        const cpu::AttnKernels simd = cpu::attention_kernels(isa);
+        CHECK(simd.dot_f16 == &cpu::attn_dot_f16_avx2);
+        CHECK(simd.scale == &cpu::attn_scale_avx2);
+        CHECK(simd.accumulate == &cpu::attn_accumulate_avx2);
+        CHECK(simd.widen_f16 == &cpu::attn_f16_to_f32_avx2);
+    }
+}
+
 }  // namespace deskside::backends
