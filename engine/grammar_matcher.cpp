@@ -25,6 +25,18 @@ constexpr size_t kMaxMaskBytes = size_t{64} << 20;
 
 using TrieNode = GrammarVocab::Impl::TrieNode;
 
+// For each value of a mask byte, its eight lanes as all-ones (kept) or zero (banned).
+const std::array<std::array<uint32_t, 8>, 256>& byte_lanes() {
+    static const auto table = [] {
+        std::array<std::array<uint32_t, 8>, 256> t{};
+        for (int b = 0; b < 256; ++b) {
+            for (int j = 0; j < 8; ++j) t[b][j] = ((b >> j) & 1) ? ~uint32_t{0} : 0;
+        }
+        return t;
+    }();
+    return table;
+}
+
 bool plain_ascii(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
 
 // The byte ranges of each well-formed UTF-8 sequence of two to four bytes (RFC 3629 table 3-7).
@@ -265,18 +277,30 @@ void GrammarMatcher::apply(std::span<float> logits) const {
     const auto mask = grammar_->impl().mask(state_, vocab_);
     const size_t n = std::min(n_vocab, logits.size());
     float* out = logits.data();
-    for (size_t w = 0; w * 64 < n; ++w) {
+    // Whole words branch-free, eight logits per mask byte through a lane table (the compiler
+    // vectorises it): a bit-by-bit loop over the banned tokens took most of a token's grammar
+    // time inside strings, where the masks are neither empty nor full.
+    const auto& keep_lanes = byte_lanes();
+    const uint32_t banned_bits = std::bit_cast<uint32_t>(kBanned);
+    const size_t whole = n / 64;
+    for (size_t w = 0; w < whole; ++w) {
         const uint64_t bits = (*mask)[w];
-        const size_t base = w * 64;
-        const size_t end = std::min(n, base + 64);
+        if (bits == ~uint64_t{0}) continue;
+        float* o = out + w * 64;
         if (bits == 0) {
-            std::fill(out + base, out + end, kBanned);
+            std::fill(o, o + 64, kBanned);
             continue;
         }
-        for (uint64_t banned = ~bits; banned; banned &= banned - 1) {
-            const size_t i = base + static_cast<size_t>(std::countr_zero(banned));
-            if (i < end) out[i] = kBanned;
+        for (int b = 0; b < 8; ++b, o += 8) {
+            const std::array<uint32_t, 8>& keep = keep_lanes[(bits >> (8 * b)) & 0xff];
+            for (int j = 0; j < 8; ++j) {
+                const uint32_t v = std::bit_cast<uint32_t>(o[j]);
+                o[j] = std::bit_cast<float>((v & keep[j]) | (banned_bits & ~keep[j]));
+            }
         }
+    }
+    for (size_t i = whole * 64; i < n; ++i) {
+        if (!(((*mask)[i / 64] >> (i % 64)) & 1)) out[i] = kBanned;
     }
     if (logits.size() > n) std::fill(logits.begin() + static_cast<std::ptrdiff_t>(n), logits.end(), kBanned);
 }

@@ -269,6 +269,9 @@ TEST_CASE("unsupported keywords throw SchemaError naming the keyword and its pat
 // one does not, EOG only when complete, and finished documents parse as JSON.
 // A uniform pick among allowed tokens need not finish a free-form JSON value (it may keep nesting),
 // so `must_finish` is set only for schemas that bound the nesting.
+// Distinct logits of both signs, so a mask that changed an allowed one would show.
+float logit_of(size_t id) { return static_cast<float>(static_cast<int64_t>(id % 2003) - 1001) * 0.37f; }
+
 void check_masks(const models::Tokenizer& tok, const std::shared_ptr<const Grammar>& g, int docs, int check_every,
                  uint64_t seed, bool must_finish) {
     const auto vocab = std::make_shared<const GrammarVocab>(tok);
@@ -277,12 +280,14 @@ void check_masks(const models::Tokenizer& tok, const std::shared_ptr<const Gramm
         GrammarMatcher m(g, vocab);
         std::string text;
         for (int step = 0; step < 3000; ++step) {
-            std::vector<float> logits(tok.n_vocab() + 7, 0.0f);  // a model may pad its output row
+            std::vector<float> logits(tok.n_vocab() + 7);  // a model may pad its output row
+            for (size_t i = 0; i < logits.size(); ++i) logits[i] = logit_of(i);
             m.apply(logits);
             for (size_t i = tok.n_vocab(); i < logits.size(); ++i) REQUIRE(std::isinf(logits[i]));
             std::vector<int32_t> allowed;
             for (int32_t id = 0; id < tok.n_vocab(); ++id) {
                 const bool ok = std::isfinite(logits[id]);
+                if (ok) REQUIRE(logits[id] == logit_of(id));  // an allowed token's logit is left as it was
                 if (ok) allowed.push_back(id);
                 if (tok.is_eog(id)) {
                     REQUIRE(ok == g->matches(text));
