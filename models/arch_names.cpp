@@ -26,12 +26,33 @@ constexpr std::pair<std::string_view, std::string_view> kGemma3TextPrefixes[] = 
     {"model.language_model.", "model."},
     {"language_model.lm_head.", "lm_head."},
 };
-constexpr std::string_view kGemma3VisionPrefixes[] = {
-    "vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."};
+constexpr std::string_view kGemma3VisionPrefixes[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                                      "model.multi_modal_projector."};
 
-const NameRule* find_rule(std::span<const NameRule> rules, std::string_view hf, int& index) {
+// The decimal number `s` spells (at most 9 digits), or -1.
+int64_t decimal(std::string_view s) {
+    if (s.empty() || s.size() > 9) return -1;
+    int64_t n = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return -1;
+        n = n * 10 + (c - '0');
+    }
+    return n;
+}
+
+// Whether `hf` is `pattern`, where a "*" in the pattern stands for a decimal number (put in `expert`).
+bool matches(std::string_view pattern, std::string_view hf, int64_t& expert) {
+    const size_t star = pattern.find('*');
+    if (star == std::string_view::npos) return pattern == hf;
+    const std::string_view head = pattern.substr(0, star), tail = pattern.substr(star + 1);
+    if (hf.size() <= head.size() + tail.size() || !hf.starts_with(head) || !hf.ends_with(tail)) return false;
+    expert = decimal(hf.substr(head.size(), hf.size() - head.size() - tail.size()));
+    return expert >= 0;
+}
+
+const NameRule* find_rule(std::span<const NameRule> rules, std::string_view hf, int& index, int64_t& expert) {
     for (size_t i = 0; i < rules.size(); ++i) {
-        if (rules[i].hf == hf) {
+        if (matches(rules[i].hf, hf, expert)) {
             index = static_cast<int>(i);
             return &rules[i];
         }
@@ -86,13 +107,10 @@ HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view 
     if (base.starts_with(kLayersPrefix)) {
         base.remove_prefix(kLayersPrefix.size());
         const size_t dot = base.find('.');
-        if (dot == 0 || dot == std::string_view::npos || dot > 9) return out;
-        int64_t layer = 0;
-        for (char c : base.substr(0, dot)) {
-            if (c < '0' || c > '9') return out;
-            layer = layer * 10 + (c - '0');
-        }
-        const NameRule* rule = find_rule(family->hf_block, base.substr(dot + 1), index);
+        if (dot == std::string_view::npos) return out;
+        const int64_t layer = decimal(base.substr(0, dot));
+        if (layer < 0) return out;
+        const NameRule* rule = find_rule(family->hf_block, base.substr(dot + 1), index, out.expert);
         if (!rule) return out;
         out.kind = HfTensorName::Kind::Mapped;
         out.gguf = "blk." + std::to_string(layer) + "." + std::string(rule->gguf) + std::string(suffix);
@@ -100,7 +118,8 @@ HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view 
         out.sort_key = {layer, 2 * index + bias};
         return out;
     }
-    const NameRule* rule = find_rule(kGlobal, base, index);
+    int64_t no_expert = -1;
+    const NameRule* rule = find_rule(kGlobal, base, index, no_expert);
     if (!rule) return out;
     out.kind = HfTensorName::Kind::Mapped;
     out.gguf = std::string(rule->gguf) + std::string(suffix);

@@ -17,14 +17,18 @@ namespace deskside::models {
 struct HfTensorName {
     enum class Kind { Mapped, Ignored, Unknown };
     Kind kind = Kind::Unknown;
-    std::string gguf;   // "blk.3.attn_q.weight" when Mapped
+    std::string gguf;    // "blk.3.attn_q.weight" when Mapped
     int64_t layer = -1;  // block index, -1 for global tensors
+    // A mixture-of-experts checkpoint stores each expert's projection separately ("mlp.experts.3.up_proj");
+    // GGUF stacks them into one tensor (ffn_up_exps). `gguf` then names the stack, and this the part.
+    int64_t expert = -1;
     // Sorting by this key lists tensors as GGUF files do: token_embd, then each block in table
     // order (weight before bias), then output_norm and output.
     std::pair<int64_t, int> sort_key{0, 0};
 };
 
-// `architecture` is the GGUF name ("llama", "qwen2", "qwen3", "gemma3"). Names of a multimodal Gemma 3
+// `architecture` is the GGUF name ("llama", "qwen2", "qwen3", "gemma3", ...). A family's block rule may
+// hold "*" for a decimal expert index ("mlp.experts.*.gate_proj"). Names of a multimodal Gemma 3
 // checkpoint ("language_model.model.layers.0...", "model.language_model.layers.0...") are
 // accepted with their prefix.
 HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view hf_name);

@@ -6,10 +6,17 @@
 // cos and sin multiplied by rope.scaling.attn_factor. The fused matrices are split into their
 // row ranges at load (a row's dot product does not change), so the shared forward pass runs as is.
 // ref: Abdin et al., "Phi-3 Technical Report" (arXiv:2404.14219); Ding et al., "LongRoPE"
-// (arXiv:2402.13753); transformers modeling_phi3.py (Phi3LongRoPEScaledRotaryEmbedding).
+// (arXiv:2402.13753); transformers modeling_phi3.py (Phi3LongRoPEScaledRotaryEmbedding),
+// configuration_phi3.py.
+//
+// Hugging Face checkpoints (Phi3ForCausalLM) keep both fusions (qkv_proj, gate_up_proj) as GGUF
+// does; LongRoPE's factors are lists in config.json's rope_scaling, which llama.cpp's converter
+// turns into the rope_factors tensors (models/hf_config.cpp reads them). A sliding_window, where
+// the config states one, applies to every layer.
 #include <array>
 
 #include "models/family.h"
+#include "models/hf_json.h"
 
 namespace deskside::models {
 namespace {
@@ -28,12 +35,31 @@ constexpr std::array kTensors{
     TensorSpec{Role::FfnDown, "ffn_down.weight", true},
 };
 
+constexpr HfNameRule kHfBlock[] = {
+    {"input_layernorm", "attn_norm"},         {"self_attn.qkv_proj", "attn_qkv"}, {"self_attn.o_proj", "attn_output"},
+    {"post_attention_layernorm", "ffn_norm"}, {"mlp.gate_up_proj", "ffn_up"},     {"mlp.down_proj", "ffn_down"},
+};
+
+std::vector<bool> sliding_layers(const JsonFields& f, int64_t n_layer) {
+    return std::vector<bool>(static_cast<size_t>(n_layer), f.has("sliding_window"));
+}
+
+constexpr std::array kHfTypes{
+    HfModelType{"phi3", "Phi3ForCausalLM", R"({
+        "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false, "sliding_window": null})",
+                sliding_layers},
+};
+
 }  // namespace
 
 const Family kPhi3Family{
     .name = "phi3",
     .tensors = kTensors,
     .rope = RopeStyle::Neox,
+    .hf_types = kHfTypes,
+    .hf_block = kHfBlock,
     .activation = FfnActivation::Silu,
     .attention_scale = inverse_sqrt_head_dim,
     .fused_qkv = true,

@@ -1,7 +1,9 @@
 // A Hugging Face checkpoint directory -> ModelInfo: config.json gives the hyperparameters
 // (hf_config.cpp), the safetensors files give the tensors, renamed to GGUF's scheme
 // (arch_names.cpp) with shapes reversed to ggml order, and the tokenizer files give the
-// tokenizer facts (hf_tokenizer_facts.cpp). Tensor data stays in the mappings.
+// tokenizer facts (hf_tokenizer_facts.cpp). Tensor data stays in the mappings, except where GGUF
+// holds in one tensor what the checkpoint stores in several (a mixture of experts' per-expert
+// matrices, stacked at load) or none (LongRoPE factors, made from config.json).
 //
 // Numeric conventions that differ from a GGUF file of the same model are recorded in Hparams
 // rather than fixed up by copying weights: Q/K of llama-family checkpoints are not permuted
@@ -9,6 +11,7 @@
 #include "models/hf_checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -29,6 +32,8 @@ namespace fs = std::filesystem;
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr size_t kMaxRank = 4;  // ggml tensors have at most four dimensions
+// The sort group of tensors made from config.json: before token_embd's (-1), as GGUF files list them.
+constexpr int64_t kConfigTensors = -2;
 
 // A shard named by the index must be a file in the checkpoint directory itself.
 bool plain_file_name(const std::string& s) {
@@ -58,11 +63,13 @@ std::vector<SafetensorsFile> open_safetensors(const fs::path& dir) {
     for (const auto& [tensor, file] : index.at("weight_map").items()) {
         if (!file.is_string()) weight_map->fail(tensor, "expected a shard file name, found " + file.dump());
         const std::string name = file.get<std::string>();
-        if (!plain_file_name(name)) weight_map->fail(tensor, "shard '" + name + "' is not a file name inside the checkpoint directory");
+        if (!plain_file_name(name))
+            weight_map->fail(tensor, "shard '" + name + "' is not a file name inside the checkpoint directory");
         auto [it, added] = shard_of_file.emplace(name, files.size());
         if (added) {
             const fs::path shard = dir / name;
-            if (!fs::is_regular_file(shard)) weight_map->fail(tensor, "shard '" + name + "' does not exist in " + dir.string());
+            if (!fs::is_regular_file(shard))
+                weight_map->fail(tensor, "shard '" + name + "' does not exist in " + dir.string());
             files.push_back(SafetensorsFile::open(shard.string()));
         }
         if (!files[it->second].find(tensor)) weight_map->fail(tensor, "tensor is missing from shard '" + name + "'");
@@ -73,9 +80,10 @@ std::vector<SafetensorsFile> open_safetensors(const fs::path& dir) {
         for (const SafetensorsTensor& t : files[k].tensors()) {
             auto it = shard_of_tensor.find(t.name);
             if (it == shard_of_tensor.end() || it->second != k) {
-                throw HfCheckpointError(files[k].path() + ": tensor '" + t.name + "' " +
-                                        (it == shard_of_tensor.end() ? "is not listed in " : "is listed under another shard in ") +
-                                        kIndexFile);
+                throw HfCheckpointError(
+                    files[k].path() + ": tensor '" + t.name + "' " +
+                    (it == shard_of_tensor.end() ? "is not listed in " : "is listed under another shard in ") +
+                    kIndexFile);
             }
         }
     }
@@ -84,10 +92,14 @@ std::vector<SafetensorsFile> open_safetensors(const fs::path& dir) {
 
 std::optional<quant::TypeId> tensor_type(SafetensorsDtype d) {
     switch (d) {
-        case SafetensorsDtype::F32: return quant::TypeId::F32;
-        case SafetensorsDtype::F16: return quant::TypeId::F16;
-        case SafetensorsDtype::BF16: return quant::TypeId::BF16;
-        default: return std::nullopt;
+        case SafetensorsDtype::F32:
+            return quant::TypeId::F32;
+        case SafetensorsDtype::F16:
+            return quant::TypeId::F16;
+        case SafetensorsDtype::BF16:
+            return quant::TypeId::BF16;
+        default:
+            return std::nullopt;
     }
 }
 
@@ -95,9 +107,23 @@ struct MappedTensor {
     Tensor tensor;
     std::pair<int64_t, int> sort_key;
     std::string hf_name;
+    std::vector<Tensor> parts;  // a stacked tensor's, in order; empty for one stored whole
 };
 
-MappedTensor map_tensor(const SafetensorsFile& file, const SafetensorsTensor& st, const HfTensorName& name, const HfConfig& cfg) {
+// What a checkpoint's ModelInfo keeps alive: the mapped files and the floats made from config.json.
+struct MappedStorage {
+    std::shared_ptr<const std::vector<SafetensorsFile>> files;
+    std::vector<std::vector<float>> config_floats;
+};
+
+// A loaded checkpoint's: the above, and the stacked tensors' bytes.
+struct LoadedStorage {
+    std::shared_ptr<const void> mapped;
+    std::vector<std::vector<uint8_t>> stacked;
+};
+
+MappedTensor map_tensor(const SafetensorsFile& file, const SafetensorsTensor& st, const HfTensorName& name,
+                        const HfConfig& cfg) {
     const std::string where = file.path() + ": tensor '" + st.name + "' (data at byte offset " +
                               std::to_string(file.data_offset() + st.begin) + ")";
     if (name.layer >= cfg.hparams.n_layer) {
@@ -113,7 +139,7 @@ MappedTensor map_tensor(const SafetensorsFile& file, const SafetensorsTensor& st
         throw HfCheckpointError(where + ": rank " + std::to_string(st.shape.size()) + " is outside 1..4");
     // safetensors shapes are row-major [out, in]; ggml order lists the contiguous dimension first.
     std::vector<int64_t> shape(st.shape.rbegin(), st.shape.rend());
-    return MappedTensor{Tensor{name.gguf, *type, std::move(shape), st.data, st.n_bytes()}, name.sort_key, st.name};
+    return MappedTensor{Tensor{name.gguf, *type, std::move(shape), st.data, st.n_bytes()}, name.sort_key, st.name, {}};
 }
 
 // token_embd.weight (and output.weight when present) must be [n_embd, n_vocab].
@@ -126,23 +152,93 @@ void check_vocab_tensor(const ModelInfo& m, const std::string& gguf, const std::
     }
     if (t->shape.size() != 2 || t->shape[0] != hp.n_embd || t->shape[1] != hp.n_vocab) {
         std::string shape;
-        for (auto it = t->shape.rbegin(); it != t->shape.rend(); ++it) shape += (shape.empty() ? "" : ", ") + std::to_string(*it);
-        throw HfCheckpointError(m.path + ": tensor " + hf_name + " has shape [" + shape + "], but config.json says [vocab_size, hidden_size] = [" +
-                                std::to_string(hp.n_vocab) + ", " + std::to_string(hp.n_embd) + "]");
+        for (auto it = t->shape.rbegin(); it != t->shape.rend(); ++it)
+            shape += (shape.empty() ? "" : ", ") + std::to_string(*it);
+        throw HfCheckpointError(m.path + ": tensor " + hf_name + " has shape [" + shape +
+                                "], but config.json says [vocab_size, hidden_size] = [" + std::to_string(hp.n_vocab) +
+                                ", " + std::to_string(hp.n_embd) + "]");
     }
+}
+
+std::string shape_text(const std::vector<int64_t>& ggml_shape) {
+    std::string out;
+    for (auto it = ggml_shape.rbegin(); it != ggml_shape.rend(); ++it)
+        out += (out.empty() ? "" : ", ") + std::to_string(*it);
+    return "[" + out + "]";
+}
+
+// One GGUF tensor from the checkpoint's per-expert tensors (parts[e] = expert e's matrix, parts
+// sized n_expert): all of them, of one type and shape, stacked along a new outermost dimension.
+MappedTensor stack_experts(const std::string& gguf, std::vector<MappedTensor> parts, const HfConfig& cfg,
+                           const std::string& dir) {
+    const int64_t n_expert = cfg.hparams.n_expert;
+    const MappedTensor* first = nullptr;
+    for (size_t e = 0; e < parts.size(); ++e) {
+        const MappedTensor& p = parts[e];
+        if (p.tensor.data == nullptr) continue;
+        if (!first) first = &p;
+        if (p.tensor.type != first->tensor.type || p.tensor.shape != first->tensor.shape) {
+            throw HfCheckpointError(dir + ": tensor '" + p.hf_name + "' (" + shape_text(p.tensor.shape) +
+                                    ") differs in shape or dtype from '" + first->hf_name + "' (" +
+                                    shape_text(first->tensor.shape) + "), another expert of the same layer");
+        }
+    }
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (parts[static_cast<size_t>(e)].tensor.data == nullptr)
+            throw HfCheckpointError(dir + ": the checkpoint has no expert " + std::to_string(e) + " for " + gguf +
+                                    " (" + std::to_string(n_expert) + " experts in config.json, num_experts)");
+    }
+    MappedTensor out{first->tensor, first->sort_key, first->hf_name, {}};
+    out.tensor.name = gguf;
+    out.tensor.shape.push_back(n_expert);
+    out.tensor.data = nullptr;
+    out.tensor.n_bytes = first->tensor.n_bytes * static_cast<size_t>(n_expert);
+    for (MappedTensor& p : parts) out.parts.push_back(std::move(p.tensor));
+    return out;
 }
 
 }  // namespace
 
+const std::vector<Tensor>* HfCheckpointParts::parts_of(size_t i) const {
+    for (const Stacked& s : stacked)
+        if (s.tensor == i) return &s.parts;
+    return nullptr;
+}
+
+void stack_parts(const std::vector<Tensor>& parts, uint8_t* out) {
+    for (const Tensor& p : parts) {
+        std::memcpy(out, p.data, p.n_bytes);
+        out += p.n_bytes;
+    }
+}
+
 ModelInfo load_hf_checkpoint(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
-    if (!fs::is_regular_file(config_path)) throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
+    if (!fs::is_regular_file(config_path))
+        throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
     return load_hf_checkpoint(dir, parse_hf_config(read_json_file(config_path), config_path));
 }
 
 ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
+    HfCheckpointParts checkpoint = read_hf_checkpoint(dir, cfg);
+    if (checkpoint.stacked.empty()) return std::move(checkpoint.info);
+    auto storage = std::make_shared<LoadedStorage>();
+    storage->mapped = checkpoint.info.storage;
+    for (const HfCheckpointParts::Stacked& s : checkpoint.stacked) {
+        Tensor& t = checkpoint.info.tensors[s.tensor];
+        std::vector<uint8_t>& bytes = storage->stacked.emplace_back(t.n_bytes);
+        stack_parts(s.parts, bytes.data());
+        t.data = bytes.data();
+    }
+    checkpoint.info.storage = std::move(storage);
+    return std::move(checkpoint.info);
+}
+
+HfCheckpointParts read_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
     const fs::path d(dir);
-    auto files = std::make_shared<const std::vector<SafetensorsFile>>(open_safetensors(d));
+    auto storage = std::make_shared<MappedStorage>();
+    storage->files = std::make_shared<const std::vector<SafetensorsFile>>(open_safetensors(d));
+    const std::vector<SafetensorsFile>& files = *storage->files;
 
     ModelInfo m;
     m.path = dir;
@@ -151,7 +247,8 @@ ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
 
     std::vector<MappedTensor> mapped;
     std::map<std::string, std::string> hf_name_of;  // GGUF name -> HF name, to catch two names for one tensor
-    for (const SafetensorsFile& file : *files) {
+    std::map<std::string, std::vector<MappedTensor>> experts;  // GGUF name of a stack -> its parts by expert
+    for (const SafetensorsFile& file : files) {
         m.file_size += file.file_size();
         for (const SafetensorsTensor& st : file.tensors()) {
             const HfTensorName name = map_hf_tensor_name(cfg.hparams.architecture, st.name);
@@ -160,19 +257,46 @@ ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
                 throw HfCheckpointError(file.path() + ": tensor '" + st.name + "' is not part of a " + cfg.model_type +
                                         " checkpoint (deskside knows no GGUF name for it)");
             }
-            if (auto [it, added] = hf_name_of.emplace(name.gguf, st.name); !added) {
-                throw HfCheckpointError(file.path() + ": tensors '" + it->second + "' and '" + st.name + "' both map to " + name.gguf);
+            const std::string part = name.expert >= 0 ? " expert " + std::to_string(name.expert) : "";
+            if (auto [it, added] = hf_name_of.emplace(name.gguf + part, st.name); !added) {
+                throw HfCheckpointError(file.path() + ": tensors '" + it->second + "' and '" + st.name +
+                                        "' both map to " + name.gguf + part);
             }
-            mapped.push_back(map_tensor(file, st, name, cfg));
+            if (name.expert < 0) {
+                mapped.push_back(map_tensor(file, st, name, cfg));
+                continue;
+            }
+            if (name.expert >= cfg.hparams.n_expert) {
+                throw HfCheckpointError(file.path() + ": tensor '" + st.name + "' is expert " +
+                                        std::to_string(name.expert) + ", but config.json has " +
+                                        std::to_string(cfg.hparams.n_expert) + " experts (num_experts)");
+            }
+            std::vector<MappedTensor>& parts = experts[name.gguf];
+            parts.resize(static_cast<size_t>(cfg.hparams.n_expert));
+            parts[static_cast<size_t>(name.expert)] = map_tensor(file, st, name, cfg);
         }
     }
-    std::stable_sort(mapped.begin(), mapped.end(), [](const MappedTensor& a, const MappedTensor& b) { return a.sort_key < b.sort_key; });
+    for (auto& [gguf, parts] : experts) mapped.push_back(stack_experts(gguf, std::move(parts), cfg, dir));
+    for (size_t i = 0; i < cfg.config_tensors.size(); ++i) {
+        const std::vector<float>& values = storage->config_floats.emplace_back(cfg.config_tensors[i].values);
+        const Tensor t{cfg.config_tensors[i].name,
+                       quant::TypeId::F32,
+                       {static_cast<int64_t>(values.size())},
+                       reinterpret_cast<const uint8_t*>(values.data()),
+                       values.size() * sizeof(float)};
+        mapped.push_back(MappedTensor{t, {kConfigTensors, static_cast<int>(i)}, "config.json rope_scaling", {}});
+    }
+    std::stable_sort(mapped.begin(), mapped.end(),
+                     [](const MappedTensor& a, const MappedTensor& b) { return a.sort_key < b.sort_key; });
 
     // Tied heads reuse the embedding; HF ties whenever the config says so, even if an lm_head
     // was saved, and GGUF marks a tied head by leaving output.weight out.
+    HfCheckpointParts out;
     m.hparams.tied_embeddings = cfg.tie_word_embeddings || !hf_name_of.count("output.weight");
     for (MappedTensor& t : mapped) {
         if (m.hparams.tied_embeddings && t.tensor.name == "output.weight") continue;
+        if (!t.parts.empty()) out.stacked.push_back({m.tensors.size(), std::move(t.parts)});
+        if (t.sort_key.first == kConfigTensors) out.made.push_back(m.tensors.size());
         m.tensors.push_back(std::move(t.tensor));
     }
     check_vocab_tensor(m, "token_embd.weight", "model.embed_tokens.weight");
@@ -181,8 +305,9 @@ ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {
     HfTokenizerFacts tok = read_hf_tokenizer_facts(dir, cfg);
     m.tokenizer = std::move(tok.info);
     m.chat_template = std::move(tok.chat_template);
-    m.storage = files;
-    return m;
+    m.storage = std::move(storage);
+    out.info = std::move(m);
+    return out;
 }
 
 }  // namespace deskside::models

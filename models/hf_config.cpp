@@ -60,27 +60,69 @@ double positive_float(const JsonFields& f, std::string_view key, double fallback
     return v;
 }
 
+// One of LongRoPE's factor lists: n_rot / 2 positive numbers.
+std::vector<float> rope_factor_list(const JsonFields& rope, std::string_view key, int64_t n) {
+    const nlohmann::json* list = rope.get(key);
+    if (!list || !list->is_array() || static_cast<int64_t>(list->size()) != n)
+        rope.fail(key, "expected a list of " + std::to_string(n) + " numbers (head_dim / 2)");
+    std::vector<float> out;
+    for (const nlohmann::json& v : *list) {
+        if (!v.is_number() || !(v.get<double>() > 0)) rope.fail(key, "expected positive numbers, found " + v.dump());
+        out.push_back(v.get<float>());
+    }
+    return out;
+}
+
+// LongRoPE (Phi-3 "longrope", formerly "su"), as llama.cpp's converter writes it (Phi3MiniModel): the
+// short and long frequency divisors become tensors, and cos and sin are multiplied by
+// sqrt(1 + ln(s) / ln(original context)) with s = max_position_embeddings / original context.
+// ref: Ding et al., "LongRoPE" (arXiv:2402.13753); transformers modeling_rope_utils.py (longrope).
+void read_long_rope(const JsonFields& rope, const JsonFields& f, Hparams& hp, std::vector<HfConfigTensor>& tensors) {
+    hp.rope_orig_ctx = rope.has("original_max_position_embeddings")
+                           ? positive_int(rope, "original_max_position_embeddings")
+                           : positive_int(f, "original_max_position_embeddings");
+    const nlohmann::json* long_factor = rope.get("long_factor");
+    if (!long_factor || (long_factor->is_array() && long_factor->empty())) return;  // the converter writes neither then
+    const double scale = static_cast<double>(hp.n_ctx_train) / static_cast<double>(hp.rope_orig_ctx);
+    hp.rope_attn_factor =
+        scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(hp.rope_orig_ctx))) : 1.0;
+    if (const auto stated = rope.opt_float("attention_factor");
+        stated && std::abs(*stated - hp.rope_attn_factor) > 1e-6 * hp.rope_attn_factor)
+        rope.fail("attention_factor", "differs from LongRoPE's own factor " + std::to_string(hp.rope_attn_factor) +
+                                          ", which llama.cpp's converter writes; deskside does not run other values");
+    tensors.push_back({"rope_factors_short.weight", rope_factor_list(rope, "short_factor", hp.n_rot / 2)});
+    tensors.push_back({"rope_factors_long.weight", rope_factor_list(rope, "long_factor", hp.n_rot / 2)});
+}
+
 // The rope_scaling object (or transformers 5's rope_parameters) -> Hparams rope fields.
-void read_rope_scaling(const JsonFields& rope, Hparams& hp) {
+void read_rope_scaling(const JsonFields& rope, const JsonFields& f, const Family& family, Hparams& hp,
+                       std::vector<HfConfigTensor>& tensors) {
     const std::string type = rope.opt_string("rope_type").value_or(rope.opt_string("type").value_or("default"));
     const std::string_view type_key = rope.has("rope_type") ? "rope_type" : "type";
     hp.rope_orig_ctx = hp.n_ctx_train;
     if (type == "default") return;
-    if (type == "linear") hp.rope_scaling = RopeScaling::Linear;
-    else if (type == "yarn") hp.rope_scaling = RopeScaling::Yarn;
-    else if (type == "llama3") hp.rope_scaling = RopeScaling::Llama3;
-    else rope.fail(type_key, "rope scaling '" + type + "' is not supported (deskside implements linear, yarn and llama3)");
+    if ((type == "longrope" || type == "su") && family.long_rope) return read_long_rope(rope, f, hp, tensors);
+    if (type == "linear")
+        hp.rope_scaling = RopeScaling::Linear;
+    else if (type == "yarn")
+        hp.rope_scaling = RopeScaling::Yarn;
+    else if (type == "llama3")
+        hp.rope_scaling = RopeScaling::Llama3;
+    else
+        rope.fail(type_key, "rope scaling '" + type + "' is not supported in a " + std::string(family.name) +
+                                " model (deskside implements linear, yarn and llama3; longrope in phi3)");
     hp.rope_scaling_factor = positive_float(rope, "factor", 0);
     if (hp.rope_scaling == RopeScaling::Linear) return;
-    hp.rope_orig_ctx = positive_int(rope, "original_max_position_embeddings",
-                                    hp.rope_scaling == RopeScaling::Yarn ? std::optional(hp.n_ctx_train) : std::nullopt);
+    hp.rope_orig_ctx =
+        positive_int(rope, "original_max_position_embeddings",
+                     hp.rope_scaling == RopeScaling::Yarn ? std::optional(hp.n_ctx_train) : std::nullopt);
     if (hp.rope_scaling == RopeScaling::Llama3) {
         hp.rope_llama3_low_freq_factor = positive_float(rope, "low_freq_factor", hp.rope_llama3_low_freq_factor);
         hp.rope_llama3_high_freq_factor = positive_float(rope, "high_freq_factor", hp.rope_llama3_high_freq_factor);
     }
 }
 
-void read_rope(const JsonFields& f, Hparams& hp) {
+void read_rope(const JsonFields& f, const Family& family, Hparams& hp, std::vector<HfConfigTensor>& tensors) {
     hp.rope_neox = true;  // HF keeps Q/K unpermuted and rotates halves (rotate_half) in every family
     hp.n_rot = hp.head_dim;
     if (const auto partial = f.opt_float("partial_rotary_factor"); partial && *partial != 1.0)
@@ -97,7 +139,7 @@ void read_rope(const JsonFields& f, Hparams& hp) {
     hp.rope_freq_base = positive_float(f, "rope_theta", 10000.0);
     if (params && params->has("rope_theta")) hp.rope_freq_base = positive_float(*params, "rope_theta", 0);
     hp.rope_orig_ctx = hp.n_ctx_train;
-    if (global) read_rope_scaling(*global, hp);
+    if (global) read_rope_scaling(*global, f, family, hp, tensors);
 
     if (local && local->has("rope_theta")) hp.rope_freq_base_swa = positive_float(*local, "rope_theta", 0);
 }
@@ -110,9 +152,11 @@ std::vector<bool> sliding_layers(const JsonFields& f, const HfModelType& type, i
             f.fail("layer_types", "expected an array of " + std::to_string(n_layer) + " layer types");
         for (size_t i = 0; i < swa.size(); ++i) {
             const auto& t = (*types)[i];
-            if (t == "sliding_attention") swa[i] = true;
+            if (t == "sliding_attention")
+                swa[i] = true;
             else if (t != "full_attention")
-                f.fail("layer_types", "entry " + std::to_string(i) + " is " + t.dump() + "; expected \"sliding_attention\" or \"full_attention\"");
+                f.fail("layer_types", "entry " + std::to_string(i) + " is " + t.dump() +
+                                          "; expected \"sliding_attention\" or \"full_attention\"");
         }
         return swa;
     }
@@ -178,25 +222,29 @@ HfConfig parse_hf_config(const nlohmann::json& config, const std::string& path) 
     Hparams& hp = out.hparams;
     hp.architecture = std::string(family->name);
     hp.n_layer = positive_int(f, "num_hidden_layers");
-    if (hp.n_layer > kMaxLayers) f.fail("num_hidden_layers", std::to_string(hp.n_layer) + " exceeds the limit of " + std::to_string(kMaxLayers));
+    if (hp.n_layer > kMaxLayers)
+        f.fail("num_hidden_layers", std::to_string(hp.n_layer) + " exceeds the limit of " + std::to_string(kMaxLayers));
     hp.n_embd = positive_int(f, "hidden_size");
     hp.n_head = positive_int(f, "num_attention_heads");
     hp.n_head_kv = positive_int(f, "num_key_value_heads", hp.n_head);
     if (hp.n_head % hp.n_head_kv != 0)
-        f.fail("num_key_value_heads", std::to_string(hp.n_head_kv) + " does not divide num_attention_heads " + std::to_string(hp.n_head));
+        f.fail("num_key_value_heads",
+               std::to_string(hp.n_head_kv) + " does not divide num_attention_heads " + std::to_string(hp.n_head));
     if (!f.has("head_dim") && hp.n_embd % hp.n_head != 0)
-        f.fail("hidden_size", std::to_string(hp.n_embd) + " is not a multiple of num_attention_heads " + std::to_string(hp.n_head));
+        f.fail("hidden_size",
+               std::to_string(hp.n_embd) + " is not a multiple of num_attention_heads " + std::to_string(hp.n_head));
     hp.head_dim = positive_int(f, "head_dim", hp.n_embd / hp.n_head);
     hp.head_dim_v = hp.head_dim;
     hp.n_ff = positive_int(f, "intermediate_size");
     hp.n_ctx_train = positive_int(f, "max_position_embeddings");
     hp.n_vocab = positive_int(f, "vocab_size");
     hp.norm_eps = positive_float(f, "rms_norm_eps", 1e-6);
-    read_rope(f, hp);
+    read_rope(f, *family, hp, out.config_tensors);
     read_sliding_window(f, *type, hp);
     if (family->hf_quirks) family->hf_quirks(f, hp);
 
-    out.tie_word_embeddings = root.opt_bool("tie_word_embeddings").value_or(f.opt_bool("tie_word_embeddings").value_or(false));
+    out.tie_word_embeddings =
+        root.opt_bool("tie_word_embeddings").value_or(f.opt_bool("tie_word_embeddings").value_or(false));
     out.bos_token_id = token_id(f, root, "bos_token_id");
     out.eos_token_id = token_id(f, root, "eos_token_id");
     out.pad_token_id = token_id(f, root, "pad_token_id");

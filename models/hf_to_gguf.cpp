@@ -4,16 +4,24 @@
 //     so that RoPE rotates adjacent pairs, not the halves HF rotates; K with the KV head count.
 //   - gemma3 (Gemma3Model.modify_tensors): norm weights are stored as 1 + w, and token_embd keeps
 //     only the vocabulary's rows.
-//   - every family (ModelBase.prepare_tensors): 1-D tensors and norms are written as F32. The
-//     converter reads BF16 as F32 before changing anything, F16 as F16; the +1 follows that.
-// ref: llama.cpp conversion/llama.py, gemma.py, base.py
+//   - qwen3moe (Qwen2MoeModel.modify_tensors): each layer's per-expert matrices are stacked into one
+//     tensor per projection ([n_embd, n_ff_exp, n_expert] in ggml order).
+//   - phi3 (Phi3MiniModel.generate_extra_tensors): LongRoPE's factors become tensors, made from
+//     config.json (hf_config.cpp; the checkpoint reader lists them with the weights).
+//   - every family (ModelBase.prepare_tensors): 1-D tensors, norms and MoE routers are written as
+//     F32. The converter reads BF16 as F32 before changing anything, F16 as F16; the +1 follows that.
+// ref: llama.cpp conversion/llama.py, gemma.py, qwen.py, phi.py, base.py
 #include "models/hf_to_gguf.h"
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
+#include "models/hf_config.h"
 #include "models/hf_gguf_metadata.h"
+#include "models/hf_json.h"
+#include "models/hparams_check.h"
 #include "quant/quant.h"
 
 namespace deskside::models {
@@ -21,7 +29,9 @@ namespace {
 
 using quant::TypeId;
 
-bool written_as_f32(const Tensor& t) { return t.shape.size() == 1 || t.name.ends_with("_norm.weight"); }
+bool written_as_f32(const Tensor& t) {
+    return t.shape.size() == 1 || t.name.ends_with("_norm.weight") || t.name.ends_with(".ffn_gate_inp.weight");
+}
 
 int64_t heads_to_permute(const Hparams& hp, const std::string& name) {
     if (hp.architecture != "llama" || !name.starts_with("blk.")) return 0;
@@ -51,25 +61,36 @@ void round_to_f16(float* v, int64_t n) {
     quant::quant_traits(TypeId::F16)->to_float(half.data(), v, n);
 }
 
+HfCheckpointParts read_checked(const std::string& dir) {
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    if (!std::filesystem::is_regular_file(config_path))
+        throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
+    HfCheckpointParts checkpoint = read_hf_checkpoint(dir, parse_hf_config(read_json_file(config_path), config_path));
+    check_hparams(checkpoint.info, checkpoint.info.tokenizer.n_vocab);
+    return checkpoint;
+}
+
 }  // namespace
 
-HfAsGguf::HfAsGguf(const std::string& dir) : checkpoint_(load_model(dir)), metadata_(hf_gguf_metadata(dir)) {
-    const Hparams& hp = checkpoint_.hparams;
+HfAsGguf::HfAsGguf(const std::string& dir) : checkpoint_(read_checked(dir)), metadata_(hf_gguf_metadata(dir)) {
+    const ModelInfo& checkpoint = checkpoint_.info;
+    const Hparams& hp = checkpoint.hparams;
     const bool gemma = hp.norm_weight_plus_one;
     const int64_t n_vocab = vocabulary_size(metadata_);
-    layout_ = checkpoint_;
+    layout_ = checkpoint;
     layout_.tensors.clear();
     layout_.file_size = 0;
     layout_.hparams.norm_weight_plus_one = false;
     if (hp.architecture == "llama") layout_.hparams.rope_neox = false;
-    for (size_t i = 0; i < checkpoint_.tensors.size(); ++i) {
-        const Tensor& src = checkpoint_.tensors[i];
+    for (size_t i = 0; i < checkpoint.tensors.size(); ++i) {
+        const Tensor& src = checkpoint.tensors[i];
         Tensor t = src;
         if (gemma && t.name == "token_embd.weight" && n_vocab > 0 && t.shape[1] > n_vocab) {
             t.shape[1] = n_vocab;
             layout_.hparams.n_vocab = n_vocab;
         }
-        const Plan plan{i, heads_to_permute(hp, t.name), gemma && t.name.ends_with("norm.weight")};
+        const Plan plan{i, heads_to_permute(hp, t.name), gemma && t.name.ends_with("norm.weight"),
+                        checkpoint_.parts_of(i)};
         if (plan.permute_heads > 0 && t.shape.back() % (2 * plan.permute_heads) != 0) {
             throw std::runtime_error(dir + ": tensor " + t.name + " has " + std::to_string(t.shape.back()) +
                                      " rows, not a whole number of row pairs for each of its " +
@@ -77,16 +98,24 @@ HfAsGguf::HfAsGguf(const std::string& dir) : checkpoint_(load_model(dir)), metad
         }
         if (written_as_f32(t)) t.type = TypeId::F32;
         t.n_bytes = quant::row_bytes(t.type, t.n_elements());
-        if (t.type != src.type || plan.permute_heads > 0 || plan.plus_one) t.data = nullptr;
+        if (t.type != src.type || plan.permute_heads > 0 || plan.plus_one || plan.parts) t.data = nullptr;
         layout_.file_size += t.n_bytes;
         layout_.tensors.push_back(std::move(t));
         plans_.push_back(plan);
     }
 }
 
+std::vector<Tensor> HfAsGguf::sources(size_t i) const {
+    const Plan& plan = plans_[i];
+    if (plan.parts) return *plan.parts;
+    const std::vector<size_t>& made = checkpoint_.made;
+    if (std::find(made.begin(), made.end(), plan.source) != made.end()) return {};
+    return {checkpoint_.info.tensors[plan.source]};
+}
+
 Tensor HfAsGguf::tensor(size_t i, std::vector<uint8_t>& buf) const {
     const Plan& plan = plans_[i];
-    const Tensor& src = checkpoint_.tensors[plan.source];
+    const Tensor& src = checkpoint_.info.tensors[plan.source];
     Tensor out = layout_.tensors[i];
     if (out.data) return out;  // the checkpoint's bytes (a prefix of them for trimmed rows)
 
@@ -95,9 +124,15 @@ Tensor HfAsGguf::tensor(size_t i, std::vector<uint8_t>& buf) const {
     const size_t src_row = quant::row_bytes(src.type, per_row), out_row = quant::row_bytes(out.type, per_row);
     const quant::ToFloatFn to_float = quant::quant_traits(src.type)->to_float;
     buf.resize(out.n_bytes);
+    if (plan.parts && out.type == src.type) {
+        stack_parts(*plan.parts, buf.data());
+        out.data = buf.data();
+        return out;
+    }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t from = plan.permute_heads > 0 ? permuted_source_row(r, rows / plan.permute_heads) : r;
-        const uint8_t* row = src.data + from * src_row;
+        // a stacked tensor's outermost "rows" are its parts, one expert's matrix each
+        const uint8_t* row = plan.parts ? (*plan.parts)[static_cast<size_t>(r)].data : src.data + from * src_row;
         if (out.type == src.type) {
             std::memcpy(buf.data() + r * out_row, row, out_row);
         } else {

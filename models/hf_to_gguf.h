@@ -10,14 +10,15 @@
 #include <vector>
 
 #include "models/gguf.h"
+#include "models/hf_checkpoint.h"
 #include "models/model.h"
 
 namespace deskside::models {
 
 class HfAsGguf {
    public:
-    // Reads the checkpoint (load_model) and its converter metadata (hf_gguf_metadata). Throws
-    // std::runtime_error naming the file and field or tensor it cannot convert.
+    // Reads the checkpoint (read_hf_checkpoint, with load_model's checks) and its converter metadata
+    // (hf_gguf_metadata). Throws std::runtime_error naming the file and field or tensor it cannot convert.
     explicit HfAsGguf(const std::string& dir);
 
     const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
@@ -30,8 +31,9 @@ class HfAsGguf {
     // layout().tensors[i] with its bytes, made into `buf` where the checkpoint's need changing.
     Tensor tensor(size_t i, std::vector<uint8_t>& buf) const;
 
-    // The mapped checkpoint tensor that tensor(i) is read from.
-    const Tensor& source(size_t i) const { return checkpoint_.tensors[plans_[i].source]; }
+    // The mapped checkpoint tensors that tensor(i) is read from: one, the experts it stacks, or none
+    // for a tensor made from config.json.
+    std::vector<Tensor> sources(size_t i) const;
 
    private:
     // What the converter does to one tensor on the way.
@@ -39,9 +41,12 @@ class HfAsGguf {
         size_t source;          // index into the checkpoint's tensors
         int64_t permute_heads;  // > 0: LlamaModel.permute of the rows with this many heads
         bool plus_one;          // Gemma3Model's norm shift: w + 1
+        // Qwen2MoeModel.modify_tensors: one checkpoint tensor per expert, each a slice of the
+        // outermost dimension (nullptr: the tensor is stored whole).
+        const std::vector<Tensor>* parts;
     };
 
-    ModelInfo checkpoint_;
+    HfCheckpointParts checkpoint_;
     ModelInfo layout_;
     std::vector<Plan> plans_;
     std::vector<std::pair<std::string, GgufValue>> metadata_;

@@ -31,12 +31,18 @@ namespace {
 using quant::TypeId;
 
 // ggml_is_quantized: float tensors are converted freely, quantized ones only when asked.
-bool is_quantized(TypeId t) { return t != TypeId::F32 && t != TypeId::F16 && t != TypeId::BF16; }
+bool is_quantized(TypeId t) {
+    return t != TypeId::F32 && t != TypeId::F16 && t != TypeId::BF16;
+}
 
 // Types whose llama.cpp quantizer takes no importance weights: with --imatrix they are made as without.
-bool ignores_imatrix(TypeId t) { return !is_quantized(t) || t == TypeId::Q8_0; }
+bool ignores_imatrix(TypeId t) {
+    return !is_quantized(t) || t == TypeId::Q8_0;
+}
 
-std::string type_name(TypeId t) { return std::string(quant::type_info(t).name); }
+std::string type_name(TypeId t) {
+    return std::string(quant::type_info(t).name);
+}
 
 MixModel mix_model(const Hparams& hp) {
     return {hp.architecture, hp.n_layer, hp.n_head_layers.empty() ? hp.n_head : hp.n_head_layers[0],
@@ -97,7 +103,9 @@ std::vector<Step> plan(const ModelInfo& in, const QuantizeSpec& spec) {
     return steps;
 }
 
-size_t output_bytes(const Step& s) { return quant::row_bytes(s.type, s.src->n_elements()); }
+size_t output_bytes(const Step& s) {
+    return quant::row_bytes(s.type, s.src->n_elements());
+}
 
 int thread_count(int requested) {
     if (requested > 0) return requested;
@@ -167,7 +175,9 @@ void set_last(GgufWriter& w, const std::string& key, GgufValue value) {
 }
 
 // llama-quantize keeps at most 127 bytes of the strings it writes (its override buffer).
-std::string clipped(const std::string& s) { return s.substr(0, 127); }
+std::string clipped(const std::string& s) {
+    return s.substr(0, 127);
+}
 
 void set_quantize_keys(GgufWriter& w, const QuantizeSpec& spec) {
     set_last(w, "general.quantization_version", GgufValue::u32(2));
@@ -187,8 +197,8 @@ void set_quantize_keys(GgufWriter& w, const QuantizeSpec& spec) {
 void refuse_same_file(const std::string& in, const std::string& out) {
     namespace fs = std::filesystem;
     std::error_code ec;
-    const bool same = fs::exists(out, ec) ? fs::equivalent(in, out, ec)
-                                          : fs::weakly_canonical(out, ec) == fs::weakly_canonical(in);
+    const bool same =
+        fs::exists(out, ec) ? fs::equivalent(in, out, ec) : fs::weakly_canonical(out, ec) == fs::weakly_canonical(in);
     if (same && !ec) throw std::invalid_argument("the output " + out + " is the input file");
 }
 
@@ -202,11 +212,11 @@ void release_pages(const Tensor& t) {
     madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// An input tensor with its bytes, and the mapped tensor they are read from (its pages are dropped
-// once it is written).
+// An input tensor with its bytes, and the mapped tensors they are read from (their pages are
+// dropped once it is written).
 struct TensorBytes {
     Tensor tensor;
-    const Tensor* mapped;
+    std::vector<Tensor> mapped;
 };
 using ReadTensor = std::function<TensorBytes(size_t index, std::vector<uint8_t>& buf)>;
 
@@ -237,7 +247,7 @@ void write_quantized(const ModelInfo& model, const std::vector<std::pair<std::st
             convert(step, thread_count(spec.threads), output.data());
             stream.append(output);
         }
-        release_pages(*in.mapped);
+        for (const Tensor& t : in.mapped) release_pages(t);
         done += s.src->n_bytes;
         if (progress) progress(done, total);
     }
@@ -282,13 +292,14 @@ void quantize_file(const std::string& in, const std::string& out, const Quantize
         const HfAsGguf converted(in);
         write_quantized(converted.layout(), converted.metadata(), out, spec, progress,
                         [&](size_t i, std::vector<uint8_t>& buf) {
-                            return TensorBytes{converted.tensor(i, buf), &converted.source(i)};
+                            return TensorBytes{converted.tensor(i, buf), converted.sources(i)};
                         });
         return;
     }
     const ModelInfo model = load_model(in);
-    write_quantized(model, GgufFile::open(in).metadata(), out, spec, progress,
-                    [&](size_t i, std::vector<uint8_t>&) { return TensorBytes{model.tensors[i], &model.tensors[i]}; });
+    write_quantized(model, GgufFile::open(in).metadata(), out, spec, progress, [&](size_t i, std::vector<uint8_t>&) {
+        return TensorBytes{model.tensors[i], {model.tensors[i]}};
+    });
 }
 
 }  // namespace deskside::models

@@ -13,10 +13,15 @@ llama.cpp's convert_hf_to_gguf.py changes weights on the way to GGUF; this undoe
   - llama: Q and K rows were permuted so that RoPE rotates adjacent pairs (LlamaModel.permute);
     the inverse permutation restores the halves HF rotates.
   - gemma3: norm weights were stored as 1 + w (Gemma3RMSNorm computes x * (1 + w)); w = stored - 1.
-Shapes need no change: a GGUF tensor's row-major numpy view is [out, in], the HF layout.
+  - qwen3moe: each layer's experts were stacked (ffn_{gate,up,down}_exps, numpy [n_expert, out, in]);
+    they become one tensor per expert and projection (mlp.experts.E.{gate,up,down}_proj).
+  - phi3: LongRoPE's rope_factors_short/long tensors came from config.json; they go back into its
+    rope_scaling (short_factor, long_factor). The fused qkv_proj and gate_up_proj stay fused.
+Shapes need no change: a GGUF tensor's row-major numpy view is [out, in], the HF layout. Quantized
+GGUFs are dequantized first (gguf-py's gguf.quants.dequantize).
 
-Architectures: llama, qwen2, qwen3, gemma3 (the transformers families deskside reads). Vocabularies:
-SentencePiece ("llama") GGUF tokenizers, as every shared synthetic model has.
+Architectures: llama, qwen2, qwen3, qwen3moe, phi3, gemma3 (the transformers families deskside
+reads). Vocabularies: SentencePiece ("llama") GGUF tokenizers, as every shared synthetic model has.
 """
 import argparse
 import json
@@ -26,6 +31,7 @@ import sys
 
 import numpy as np
 from gguf import GGUFReader, GGUFValueType
+from gguf.quants import dequantize
 from safetensors import TensorSpec, serialize_file
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, processors
 
@@ -36,6 +42,8 @@ HF_TYPES = {
     "llama": ("llama", "LlamaForCausalLM"),
     "qwen2": ("qwen2", "Qwen2ForCausalLM"),
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
     "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
 }
 
@@ -59,6 +67,12 @@ GEMMA3_BLOCK_NAMES = {
     "post_ffw_norm": "post_feedforward_layernorm",
 }
 LLAMA_BLOCK_NAMES = {**BLOCK_NAMES, "ffn_norm": "post_attention_layernorm"}
+PHI3_BLOCK_NAMES = {**LLAMA_BLOCK_NAMES, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}
+# qwen3moe: the router, and the stacked experts split into one module per expert (mlp.experts.E.*)
+MOE_BLOCK_NAMES = {**LLAMA_BLOCK_NAMES, "ffn_gate_inp": "mlp.gate"}
+EXPERT_NAMES = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
+# phi3: tensors the converter makes from config.json's rope_scaling
+ROPE_FACTORS = {"rope_factors_short.weight": "short_factor", "rope_factors_long.weight": "long_factor"}
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
@@ -100,7 +114,7 @@ class Gguf:
         return [f.parts[i][0].item() for i in f.data]
 
 
-def hf_config(g, tensors):
+def hf_config(g, tensors, rope_factors):
     model_type, hf_class = HF_TYPES[g.arch]
     n_embd, n_head = g.hp("embedding_length"), g.hp("attention.head_count")
     n_head_kv = g.hp("attention.head_count_kv", n_head)
@@ -125,17 +139,29 @@ def hf_config(g, tensors):
         "use_cache": True,
         "vocab_size": len(g.array("tokenizer.ggml.tokens")),
     }
-    # Each config class's own fields (transformers configuration_<model>.py); Qwen2Config has no head_dim.
-    if g.arch != "qwen2":
+    # Each config class's own fields (transformers configuration_<model>.py); Qwen2Config and
+    # Phi3Config have no head_dim.
+    if g.arch not in ("qwen2", "phi3"):
         cfg["head_dim"] = head_dim
-    if g.arch in ("llama", "qwen3", "gemma3"):
+    if g.arch in ("llama", "qwen3", "qwen3moe", "gemma3", "phi3"):
         cfg["attention_bias"] = "blk.0.attn_q.bias" in tensors
     if g.arch != "gemma3":
         cfg["hidden_act"] = "silu"
     if g.arch == "llama":
         cfg.update(mlp_bias=False, pretraining_tp=1)
-    if g.arch in ("qwen2", "qwen3"):
+    if g.arch in ("qwen2", "qwen3", "qwen3moe"):
         cfg.update(max_window_layers=cfg["num_hidden_layers"], sliding_window=None, use_sliding_window=False)
+    if g.arch == "qwen3moe":
+        cfg.update(decoder_sparse_step=1, mlp_only_layers=[], moe_intermediate_size=g.hp("expert_feed_forward_length"),
+                   norm_topk_prob=True, num_experts=g.hp("expert_count"), num_experts_per_tok=g.hp("expert_used_count"),
+                   output_router_logits=False, router_aux_loss_coef=0.001)
+    if g.arch == "phi3":
+        cfg.update(embd_pdrop=0.0, original_max_position_embeddings=g.hp("rope.scaling.original_context_length"),
+                   pad_token_id=None, partial_rotary_factor=1.0, resid_pdrop=0.0,
+                   sliding_window=g.hp("attention.sliding_window") or None)
+        if rope_factors:
+            cfg["rope_scaling"] = {"long_factor": rope_factors["long_factor"],
+                                   "short_factor": rope_factors["short_factor"], "type": "longrope"}
     if g.arch == "gemma3":
         pattern = g.hp("attention.sliding_window_pattern", 6)
         cfg.update(
@@ -161,16 +187,35 @@ def unpermute(w, n_head):
     return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def tensor_values(t):
+    """A GGUF tensor as F32, row-major [out, in] (dequantized where it is quantized)."""
+    if t.tensor_type.name in ("F32", "F16", "BF16"):
+        return np.array(t.data, dtype=np.float32)
+    try:
+        w = dequantize(t.data, t.tensor_type)
+    except NotImplementedError:
+        fail(f"tensor {t.name}: gguf-py cannot dequantize {t.tensor_type.name}")
+    return np.asarray(w, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+
+
 def hf_tensors(g):
+    """(HF tensors by name, phi3's LongRoPE factor lists by rope_scaling key)."""
     n_head = g.hp("attention.head_count")
     n_head_kv = g.hp("attention.head_count_kv", n_head)
-    block_names = GEMMA3_BLOCK_NAMES if g.arch == "gemma3" else LLAMA_BLOCK_NAMES
-    out = {}
+    block_names = {"gemma3": GEMMA3_BLOCK_NAMES, "phi3": PHI3_BLOCK_NAMES, "qwen3moe": MOE_BLOCK_NAMES}.get(
+        g.arch, LLAMA_BLOCK_NAMES)
+    out, rope_factors = {}, {}
     for t in g.reader.tensors:
-        if t.tensor_type.name not in ("F32", "F16", "BF16"):
-            fail(f"{g.path}: tensor {t.name} is {t.tensor_type.name}; convert an F32/F16/BF16 GGUF")
-        w = np.array(t.data, dtype=np.float32)  # row-major [out, in]: already the HF layout
+        w = tensor_values(t)  # row-major [out, in]: already the HF layout
         parts = t.name.split(".")
+        if t.name in ROPE_FACTORS and g.arch == "phi3":
+            rope_factors[ROPE_FACTORS[t.name]] = [float(str(np.float32(v))) for v in w]
+            continue
+        if parts[0] == "blk" and g.arch == "qwen3moe" and parts[2] in EXPERT_NAMES:
+            for e in range(w.shape[0]):
+                name = f"model.layers.{parts[1]}.mlp.experts.{e}.{EXPERT_NAMES[parts[2]]}.{parts[-1]}"
+                out[name] = np.ascontiguousarray(w[e])
+            continue
         if parts[0] == "blk":
             base = ".".join(parts[2:-1])
             if base not in block_names:
@@ -188,7 +233,7 @@ def hf_tensors(g):
         if g.arch == "gemma3" and t.name.endswith("norm.weight"):
             w = w - 1.0
         out[name] = np.ascontiguousarray(w)
-    return out
+    return out, rope_factors
 
 
 def to_bf16(w):
@@ -347,10 +392,10 @@ def main():
     g = Gguf(a.gguf)
     if g.arch not in HF_TYPES:
         fail(f"{a.gguf}: architecture '{g.arch}' has no transformers family deskside reads ({', '.join(HF_TYPES)})")
-    tensors = hf_tensors(g)
+    tensors, rope_factors = hf_tensors(g)
     out = pathlib.Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = hf_config(g, {t.name for t in g.reader.tensors})
+    config = hf_config(g, {t.name for t in g.reader.tensors}, rope_factors)
     config["torch_dtype"] = "bfloat16" if a.dtype == "bf16" else "float32"
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     gen = {"_from_model_config": True, "bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}

@@ -1,12 +1,13 @@
 // Hugging Face checkpoint directories built by hand (HF module names spelled out here), loaded
 // and compared with GGUF files that llama.cpp's tools wrote for models of the same shape: the
 // tensor table (names, order, ggml shapes) and the hyperparameters must come out the same.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "models/hf_checkpoint.h"
 #include "models/model.h"
@@ -49,7 +50,8 @@ class TempDirs {
     std::vector<fs::path> made_;
 };
 
-fs::path write_checkpoint(TempDirs& tmp, const std::string& name, const json& config, const std::vector<StTensor>& tensors) {
+fs::path write_checkpoint(TempDirs& tmp, const std::string& name, const json& config,
+                          const std::vector<StTensor>& tensors) {
     const fs::path d = tmp.make(name);
     write_text(d / "config.json", config.dump(2));
     write_bytes(d / "model.safetensors", safetensors_bytes(tensors, {{"format", "pt"}}));
@@ -93,7 +95,8 @@ std::vector<StTensor> gemma3_tensors(const Shape& s, const std::string& dtype, c
     t.push_back({prefix + "embed_tokens.weight", dtype, {s.n_vocab, s.n_embd}, {}});
     for (int64_t i = 0; i < s.n_layer; ++i) {
         const std::string p = prefix + "layers." + std::to_string(i) + ".";
-        for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+        for (const char* norm :
+             {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
             t.push_back({p + norm + ".weight", dtype, {s.n_embd}, {}});
         t.push_back({p + "mlp.down_proj.weight", dtype, {s.n_embd, s.n_ff}, {}});
         t.push_back({p + "mlp.gate_proj.weight", dtype, {s.n_ff, s.n_embd}, {}});
@@ -116,6 +119,17 @@ void check_same_tensor_table(const ModelInfo& hf, const ModelInfo& gguf) {
         CHECK(hf.tensors[k].name == gguf.tensors[k].name);
         CHECK(hf.tensors[k].shape == gguf.tensors[k].shape);
     }
+}
+
+// llama-quantize's files list tensors in their own order; compare the tables as sets.
+void check_same_tensor_set(const ModelInfo& hf, const ModelInfo& gguf) {
+    const auto table = [](const ModelInfo& m) {
+        std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+        for (const auto& x : m.tensors) t.push_back({x.name, x.shape});
+        std::sort(t.begin(), t.end());
+        return t;
+    };
+    CHECK(table(hf) == table(gguf));
 }
 
 void check_same_hparams(const deskside::models::Hparams& a, const deskside::models::Hparams& b) {
@@ -145,11 +159,22 @@ TEST_CASE("HF gemma3 checkpoint maps onto synth-gemma3.gguf's tensors and hparam
     TempDirs tmp;
     const ModelInfo gguf = load_model(shared_path("models/synth-gemma3.gguf"));
     const Shape s{6, 256, 4, 1, 128, 768, 512};
-    const json config = {{"architectures", {"Gemma3ForCausalLM"}}, {"model_type", "gemma3_text"}, {"num_hidden_layers", 6},
-                         {"hidden_size", 256}, {"num_attention_heads", 4}, {"num_key_value_heads", 1}, {"head_dim", 128},
-                         {"intermediate_size", 768}, {"vocab_size", 512}, {"max_position_embeddings", 512},
-                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"rope_local_base_freq", 1e4}, {"sliding_window", 32},
-                         {"sliding_window_pattern", 3}, {"rope_scaling", nullptr}};
+    const json config = {{"architectures", {"Gemma3ForCausalLM"}},
+                         {"model_type", "gemma3_text"},
+                         {"num_hidden_layers", 6},
+                         {"hidden_size", 256},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 1},
+                         {"head_dim", 128},
+                         {"intermediate_size", 768},
+                         {"vocab_size", 512},
+                         {"max_position_embeddings", 512},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1e6},
+                         {"rope_local_base_freq", 1e4},
+                         {"sliding_window", 32},
+                         {"sliding_window_pattern", 3},
+                         {"rope_scaling", nullptr}};
     const fs::path dir = write_checkpoint(tmp, "gemma3", config, gemma3_tensors(s, "BF16", "model."));
     const ModelInfo hf = load_hf_checkpoint(dir.string());
     CHECK(hf.format == "safetensors");
@@ -167,11 +192,21 @@ TEST_CASE("HF qwen2 checkpoint maps onto synth-qwen2.gguf", "[hf]") {
     TempDirs tmp;
     const ModelInfo gguf = load_model(shared_path("models/synth-qwen2.gguf"));
     const Shape s{4, 256, 4, 2, 64, 768, 512};
-    const json config = {{"architectures", {"Qwen2ForCausalLM"}}, {"model_type", "qwen2"}, {"num_hidden_layers", 4},
-                         {"hidden_size", 256}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                         {"intermediate_size", 768}, {"vocab_size", 512}, {"max_position_embeddings", 512},
-                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"tie_word_embeddings", true},
-                         {"use_sliding_window", false}, {"sliding_window", 4096}, {"max_window_layers", 2}};
+    const json config = {{"architectures", {"Qwen2ForCausalLM"}},
+                         {"model_type", "qwen2"},
+                         {"num_hidden_layers", 4},
+                         {"hidden_size", 256},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"intermediate_size", 768},
+                         {"vocab_size", 512},
+                         {"max_position_embeddings", 512},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1e6},
+                         {"tie_word_embeddings", true},
+                         {"use_sliding_window", false},
+                         {"sliding_window", 4096},
+                         {"max_window_layers", 2}};
     const fs::path dir = write_checkpoint(tmp, "qwen2", config, llama_tensors(s, "F16", true, false));
     const ModelInfo hf = load_hf_checkpoint(dir.string());
     check_same_tensor_table(hf, gguf);
@@ -184,10 +219,19 @@ TEST_CASE("HF qwen3 checkpoint maps onto synth-qwen3-q8_0.gguf: per-head Q/K nor
     TempDirs tmp;
     const ModelInfo gguf = load_model(shared_path("models/synth-qwen3-q8_0.gguf"));
     const Shape s{2, 256, 4, 2, 128, 512, 512};
-    const json config = {{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"num_hidden_layers", 2},
-                         {"hidden_size", 256}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 128},
-                         {"intermediate_size", 512}, {"vocab_size", 512}, {"max_position_embeddings", 512},
-                         {"rms_norm_eps", 1e-6}, {"rope_theta", 1e6}, {"tie_word_embeddings", true}};
+    const json config = {{"architectures", {"Qwen3ForCausalLM"}},
+                         {"model_type", "qwen3"},
+                         {"num_hidden_layers", 2},
+                         {"hidden_size", 256},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 128},
+                         {"intermediate_size", 512},
+                         {"vocab_size", 512},
+                         {"max_position_embeddings", 512},
+                         {"rms_norm_eps", 1e-6},
+                         {"rope_theta", 1e6},
+                         {"tie_word_embeddings", true}};
     std::vector<StTensor> tensors = llama_tensors(s, "BF16", false, false);
     for (int64_t i = 0; i < s.n_layer; ++i) {
         const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -207,14 +251,203 @@ TEST_CASE("HF qwen3 checkpoint maps onto synth-qwen3-q8_0.gguf: per-head Q/K nor
     CHECK(hf.hparams.rope_neox);
 }
 
+namespace {
+
+// Qwen3MoeForCausalLM's module names: Qwen 3's attention, the router "mlp.gate" and one module per
+// expert (what transformers' save_pretrained writes, its fused in-memory experts split back).
+json qwen3moe_config() {
+    return {{"architectures", {"Qwen3MoeForCausalLM"}},
+            {"model_type", "qwen3_moe"},
+            {"num_hidden_layers", 2},
+            {"hidden_size", 256},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 64},
+            {"intermediate_size", 768},
+            {"vocab_size", 512},
+            {"max_position_embeddings", 512},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 1e6},
+            {"num_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"moe_intermediate_size", 256},
+            {"norm_topk_prob", true},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", json::array()},
+            {"tie_word_embeddings", false}};
+}
+
+// Expert e's down_proj of layer 0 holds the byte e + 1 everywhere, to see the stacking order.
+std::vector<StTensor> qwen3moe_tensors(int64_t n_expert) {
+    const Shape s{2, 256, 4, 2, 64, 768, 512};
+    std::vector<StTensor> t = llama_tensors(s, "BF16", false, true);
+    std::erase_if(t, [](const StTensor& x) { return x.name.find(".mlp.") != std::string::npos; });
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        t.push_back({p + "self_attn.q_norm.weight", "BF16", {64}, {}});
+        t.push_back({p + "self_attn.k_norm.weight", "BF16", {64}, {}});
+        t.push_back({p + "mlp.gate.weight", "BF16", {8, 256}, {}});
+        for (int64_t e = 0; e < n_expert; ++e) {
+            const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+            t.push_back({x + "gate_proj.weight", "BF16", {256, 256}, {}});
+            t.push_back({x + "up_proj.weight", "BF16", {256, 256}, {}});
+            t.push_back({x + "down_proj.weight",
+                         "BF16",
+                         {256, 256},
+                         std::vector<uint8_t>(256 * 256 * 2, static_cast<uint8_t>(e + 1))});
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("HF qwen3moe checkpoint: per-expert tensors stacked into synth-qwen3moe-q8_0.gguf's merged experts", "[hf]") {
+    TempDirs tmp;
+    const ModelInfo gguf = load_model(shared_path("models/synth-qwen3moe-q8_0.gguf"));
+    const ModelInfo hf =
+        load_hf_checkpoint(write_checkpoint(tmp, "qwen3moe", qwen3moe_config(), qwen3moe_tensors(8)).string());
+    check_same_tensor_set(hf, gguf);
+    check_same_hparams(hf.hparams, gguf.hparams);
+    CHECK(hf.hparams.n_expert == gguf.hparams.n_expert);
+    CHECK(hf.hparams.n_expert_used == gguf.hparams.n_expert_used);
+    CHECK(hf.hparams.n_ff_exp == gguf.hparams.n_ff_exp);
+    const deskside::models::Tensor* down = hf.find("blk.0.ffn_down_exps.weight");
+    REQUIRE(down);
+    CHECK(down->shape == std::vector<int64_t>{256, 256, 8});  // [n_ff_exp, n_embd, n_expert]
+    REQUIRE(down->n_bytes == 8u * 256 * 256 * 2);
+    for (size_t e = 0; e < 8; ++e) {
+        const uint8_t* slice = down->data + e * 256 * 256 * 2;
+        CHECK(std::all_of(slice, slice + 256 * 256 * 2, [&](uint8_t b) { return b == e + 1; }));
+    }
+
+    SECTION("configs the family cannot run are refused, naming the key") {
+        for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{{"decoder_sparse_step", 2},
+                                                                                  {"mlp_only_layers", {1}},
+                                                                                  {"norm_topk_prob", false},
+                                                                                  {"use_sliding_window", true}}) {
+            json c = qwen3moe_config();
+            c[key] = value;
+            if (key == "use_sliding_window") c["sliding_window"] = 64;
+            const fs::path d = write_checkpoint(tmp, "qwen3moe-" + key, c, qwen3moe_tensors(8));
+            CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("field '" + key + "'"));
+        }
+        json c = qwen3moe_config();
+        c.erase("norm_topk_prob");  // Qwen3MoeConfig's default is false
+        CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "qwen3moe-norm", c, qwen3moe_tensors(8)).string()),
+                          Contains("field 'norm_topk_prob'"));
+    }
+    SECTION("a missing expert, or one beyond num_experts") {
+        CHECK_THROWS_WITH(
+            load_hf_checkpoint(write_checkpoint(tmp, "qwen3moe-7", qwen3moe_config(), qwen3moe_tensors(7)).string()),
+            Contains("has no expert 7 for blk.0.ffn_down_exps.weight"));
+        CHECK_THROWS_WITH(
+            load_hf_checkpoint(write_checkpoint(tmp, "qwen3moe-9", qwen3moe_config(), qwen3moe_tensors(9)).string()),
+            Contains("is expert 8, but config.json has 8 experts"));
+    }
+    SECTION("transformers 5's num_local_experts") {
+        json c = qwen3moe_config();
+        c.erase("num_experts");
+        c["num_local_experts"] = 8;
+        CHECK(load_hf_checkpoint(write_checkpoint(tmp, "qwen3moe-local", c, qwen3moe_tensors(8)).string())
+                  .hparams.n_expert == 8);
+    }
+}
+
+namespace {
+
+json phi3_config() {
+    std::vector<double> short_factor(32, 1.5), long_factor(32, 4.0);
+    return {{"architectures", {"Phi3ForCausalLM"}},
+            {"model_type", "phi3"},
+            {"num_hidden_layers", 2},
+            {"hidden_size", 256},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"intermediate_size", 512},
+            {"vocab_size", 512},
+            {"max_position_embeddings", 131072},
+            {"original_max_position_embeddings", 4096},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 10000.0},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", false},
+            {"rope_scaling", {{"type", "longrope"}, {"short_factor", short_factor}, {"long_factor", long_factor}}}};
+}
+
+std::vector<StTensor> phi3_tensors() {
+    std::vector<StTensor> t{{"model.embed_tokens.weight", "F16", {512, 256}, {}},
+                            {"lm_head.weight", "F16", {512, 256}, {}},
+                            {"model.norm.weight", "F16", {256}, {}}};
+    for (int i = 0; i < 2; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        t.push_back({p + "input_layernorm.weight", "F16", {256}, {}});
+        t.push_back({p + "self_attn.qkv_proj.weight", "F16", {256 + 128 + 128, 256}, {}});
+        t.push_back({p + "self_attn.o_proj.weight", "F16", {256, 256}, {}});
+        t.push_back({p + "post_attention_layernorm.weight", "F16", {256}, {}});
+        t.push_back({p + "mlp.gate_up_proj.weight", "F16", {1024, 256}, {}});
+        t.push_back({p + "mlp.down_proj.weight", "F16", {256, 512}, {}});
+    }
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("HF phi3 checkpoint: fused tensors as synth-phi3-q8_0.gguf, LongRoPE factors made from config.json", "[hf]") {
+    TempDirs tmp;
+    const ModelInfo gguf = load_model(shared_path("models/synth-phi3-q8_0.gguf"));
+    const ModelInfo hf = load_hf_checkpoint(write_checkpoint(tmp, "phi3", phi3_config(), phi3_tensors()).string());
+    check_same_tensor_set(hf, gguf);
+    check_same_hparams(hf.hparams, gguf.hparams);
+    CHECK(hf.hparams.rope_orig_ctx == gguf.hparams.rope_orig_ctx);
+    CHECK(static_cast<float>(hf.hparams.rope_attn_factor) == static_cast<float>(gguf.hparams.rope_attn_factor));
+    const deskside::models::Tensor* f = hf.find("rope_factors_long.weight");
+    REQUIRE(f);
+    REQUIRE(f->n_bytes == 32 * sizeof(float));
+    float v[32];
+    std::memcpy(v, f->data, sizeof v);
+    CHECK(std::all_of(v, v + 32, [](float x) { return x == 4.0f; }));
+
+    SECTION("factor lists of the wrong length, other attention factors, longrope elsewhere are refused") {
+        json c = phi3_config();
+        c["rope_scaling"]["short_factor"] = std::vector<double>(31, 1.0);
+        CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "phi3-len", c, phi3_tensors()).string()),
+                          Contains("field 'rope_scaling.short_factor': expected a list of 32 numbers"));
+        c = phi3_config();
+        c["rope_scaling"]["attention_factor"] = 1.0;
+        CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "phi3-attn", c, phi3_tensors()).string()),
+                          Contains("field 'rope_scaling.attention_factor'"));
+        c = phi3_config();
+        c["partial_rotary_factor"] = 0.75;  // Phi-4-mini
+        CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "phi3-partial", c, phi3_tensors()).string()),
+                          Contains("field 'partial_rotary_factor'"));
+    }
+    SECTION("without rope_scaling: no factors, the short context is the trained one") {
+        json c = phi3_config();
+        c.erase("rope_scaling");
+        c["max_position_embeddings"] = 4096;
+        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "phi3-plain", c, phi3_tensors()).string());
+        CHECK_FALSE(m.find("rope_factors_short.weight"));
+        CHECK(m.hparams.rope_attn_factor == 1.0);
+    }
+}
+
 TEST_CASE("HF llama checkpoint maps onto synth-k.gguf, with NEOX RoPE for unpermuted Q/K", "[hf]") {
     TempDirs tmp;
     const ModelInfo gguf = load_model(shared_path("models/synth-k.gguf"));
     const Shape s{4, 256, 8, 2, 32, 768, 512};
-    const json config = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"num_hidden_layers", 4},
-                         {"hidden_size", 256}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
-                         {"intermediate_size", 768}, {"vocab_size", 512}, {"max_position_embeddings", 512},
-                         {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false}};
+    const json config = {{"architectures", {"LlamaForCausalLM"}},
+                         {"model_type", "llama"},
+                         {"num_hidden_layers", 4},
+                         {"hidden_size", 256},
+                         {"num_attention_heads", 8},
+                         {"num_key_value_heads", 2},
+                         {"intermediate_size", 768},
+                         {"vocab_size", 512},
+                         {"max_position_embeddings", 512},
+                         {"rms_norm_eps", 1e-5},
+                         {"rope_theta", 10000.0},
+                         {"tie_word_embeddings", false}};
     const fs::path dir = write_checkpoint(tmp, "llama", config, llama_tensors(s, "F32", false, true));
     const ModelInfo hf = load_hf_checkpoint(dir.string());
     check_same_tensor_table(hf, gguf);
@@ -235,13 +468,15 @@ TEST_CASE("HF llama checkpoint maps onto synth-k.gguf, with NEOX RoPE for unperm
 TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied heads", "[hf]") {
     TempDirs tmp;
     const Shape s{2, 64, 4, 2, 16, 128, 100};
-    const json base = {{"num_hidden_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                       {"intermediate_size", 128}, {"vocab_size", 100}, {"max_position_embeddings", 256}};
+    const json base = {{"num_hidden_layers", 2},        {"hidden_size", 64},        {"num_attention_heads", 4},
+                       {"num_key_value_heads", 2},      {"intermediate_size", 128}, {"vocab_size", 100},
+                       {"max_position_embeddings", 256}};
     SECTION("mistral is llama with a sliding window on every layer; eps and theta default as in MistralConfig") {
         json config = base;
         config["model_type"] = "mistral";
         config["sliding_window"] = 48;
-        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "mistral", config, llama_tensors(s, "BF16", false, true)).string());
+        const ModelInfo m = load_hf_checkpoint(
+            write_checkpoint(tmp, "mistral", config, llama_tensors(s, "BF16", false, true)).string());
         CHECK(m.hparams.architecture == "llama");
         CHECK(m.hparams.sliding_window == 48);
         CHECK(m.hparams.layer_is_swa(0));
@@ -250,15 +485,20 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
         CHECK(m.hparams.rope_freq_base == 10000.0);
         CHECK_FALSE(m.hparams.tied_embeddings);
         config["sliding_window"] = nullptr;  // Mistral v0.2+: no window
-        const ModelInfo m2 = load_hf_checkpoint(write_checkpoint(tmp, "mistral", config, llama_tensors(s, "BF16", false, true)).string());
+        const ModelInfo m2 = load_hf_checkpoint(
+            write_checkpoint(tmp, "mistral", config, llama_tensors(s, "BF16", false, true)).string());
         CHECK(m2.hparams.sliding_window == 0);
     }
     SECTION("llama3 rope scaling, and a tied head when lm_head is absent") {
         json config = base;
         config["architectures"] = {"LlamaForCausalLM"};
-        config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+        config["rope_scaling"] = {{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0},
                                   {"original_max_position_embeddings", 8192}};
-        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "llama3", config, llama_tensors(s, "F16", false, false)).string());
+        const ModelInfo m =
+            load_hf_checkpoint(write_checkpoint(tmp, "llama3", config, llama_tensors(s, "F16", false, false)).string());
         CHECK(m.hparams.rope_scaling == deskside::models::RopeScaling::Llama3);
         CHECK(m.hparams.rope_scaling_factor == 8.0);
         CHECK(m.hparams.rope_orig_ctx == 8192);
@@ -271,7 +511,8 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
         config["model_type"] = "qwen2";
         config["tie_word_embeddings"] = true;
         config["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
-        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "qwen2-tied", config, llama_tensors(s, "F32", true, true)).string());
+        const ModelInfo m = load_hf_checkpoint(
+            write_checkpoint(tmp, "qwen2-tied", config, llama_tensors(s, "F32", true, true)).string());
         CHECK(m.hparams.tied_embeddings);
         CHECK(m.find("output.weight") == nullptr);
         CHECK(m.hparams.rope_scaling == deskside::models::RopeScaling::Yarn);
@@ -283,7 +524,8 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
         config["use_sliding_window"] = true;
         config["sliding_window"] = 32;
         config["max_window_layers"] = 1;
-        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "qwen2-swa", config, llama_tensors(s, "F32", true, true)).string());
+        const ModelInfo m = load_hf_checkpoint(
+            write_checkpoint(tmp, "qwen2-swa", config, llama_tensors(s, "F32", true, true)).string());
         CHECK(m.hparams.sliding_window == 32);
         CHECK_FALSE(m.hparams.layer_is_swa(0));
         CHECK(m.hparams.layer_is_swa(1));
@@ -292,9 +534,14 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
         const Shape g{2, 64, 8, 4, 256, 128, 100};  // heads, KV heads and head_dim from the defaults
         const json config = {{"architectures", {"Gemma3ForConditionalGeneration"}},
                              {"model_type", "gemma3"},
-                             {"text_config", {{"hidden_size", 64}, {"intermediate_size", 128}, {"model_type", "gemma3_text"},
-                                              {"num_hidden_layers", 2}, {"vocab_size", 100}, {"sliding_window", 16},
-                                              {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}}}},
+                             {"text_config",
+                              {{"hidden_size", 64},
+                               {"intermediate_size", 128},
+                               {"model_type", "gemma3_text"},
+                               {"num_hidden_layers", 2},
+                               {"vocab_size", 100},
+                               {"sliding_window", 16},
+                               {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}}}},
                              {"eos_token_id", {1, 106}}};
         auto tensors = gemma3_tensors(g, "BF16", "language_model.model.");
         tensors.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", "F32", {4, 3, 2, 2}, {}});
@@ -325,7 +572,8 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
         config["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}},
                                      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}}};
         const Shape g{4, 64, 4, 2, 16, 128, 100};
-        const ModelInfo m = load_hf_checkpoint(write_checkpoint(tmp, "gemma3v5", config, gemma3_tensors(g, "F32", "model.")).string());
+        const ModelInfo m =
+            load_hf_checkpoint(write_checkpoint(tmp, "gemma3v5", config, gemma3_tensors(g, "F32", "model.")).string());
         CHECK(m.hparams.sliding_window_pattern == 2);
         CHECK(m.hparams.layer_is_swa(2));
         CHECK_FALSE(m.hparams.layer_is_swa(3));
@@ -337,23 +585,26 @@ TEST_CASE("HF config variants: mistral, rope scaling, multimodal gemma3, tied he
 TEST_CASE("HF checkpoint errors name the file and the problem", "[hf]") {
     TempDirs tmp;
     const Shape s{2, 64, 4, 2, 16, 128, 100};
-    const json config = {{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
-                         {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 100}};
+    const json config = {{"model_type", "llama"},    {"num_hidden_layers", 2},   {"hidden_size", 64},
+                         {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 128},
+                         {"vocab_size", 100}};
     SECTION("no config.json") {
         const fs::path d = tmp.make("noconfig");
         CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("no config.json"));
     }
     SECTION("unsupported architecture") {
-        const json c = {{"model_type", "phi3"}, {"architectures", {"Phi3ForCausalLM"}}};
-        const fs::path d = write_checkpoint(tmp, "phi3", c, llama_tensors(s, "F32", false, true));
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
-                          Contains("config.json: model_type 'phi3' (architectures: Phi3ForCausalLM) is not supported"));
+        const json c = {{"model_type", "gpt_oss"}, {"architectures", {"GptOssForCausalLM"}}};
+        const fs::path d = write_checkpoint(tmp, "gptoss", c, llama_tensors(s, "F32", false, true));
+        CHECK_THROWS_WITH(
+            load_hf_checkpoint(d.string()),
+            Contains("config.json: model_type 'gpt_oss' (architectures: GptOssForCausalLM) is not supported"));
     }
     SECTION("unsupported rope scaling") {
         json c = config;
         c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
         const fs::path d = write_checkpoint(tmp, "dyn", c, llama_tensors(s, "F32", false, true));
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("field 'rope_scaling.type': rope scaling 'dynamic' is not supported"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("field 'rope_scaling.type': rope scaling 'dynamic' is not supported"));
     }
     SECTION("wrongly typed config field") {
         json c = config;
@@ -365,15 +616,17 @@ TEST_CASE("HF checkpoint errors name the file and the problem", "[hf]") {
         auto t = llama_tensors(s, "F32", false, true);
         t[3].dtype = "I32";
         const fs::path d = write_checkpoint(tmp, "i32", config, t);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
-                          Contains("tensor '" + t[3].name + "'") && Contains("dtype I32 is not supported") && Contains("byte offset"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("tensor '" + t[3].name + "'") &&
+                                                              Contains("dtype I32 is not supported") &&
+                                                              Contains("byte offset"));
     }
     SECTION("unknown tensor") {
         auto t = llama_tensors(s, "F32", false, true);
         t.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {8}, {}});  // ignored
         t.push_back({"model.layers.0.mlp.experts.0.weight", "F32", {8}, {}});
         const fs::path d = write_checkpoint(tmp, "unknown", config, t);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("tensor 'model.layers.0.mlp.experts.0.weight' is not part of a llama checkpoint"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("tensor 'model.layers.0.mlp.experts.0.weight' is not part of a llama checkpoint"));
     }
     SECTION("layer beyond num_hidden_layers") {
         json c = config;
@@ -396,20 +649,23 @@ TEST_CASE("HF checkpoint errors name the file and the problem", "[hf]") {
     SECTION("a bad safetensors file surfaces the reader's error") {
         const fs::path d = write_checkpoint(tmp, "trunc", config, llama_tensors(s, "F32", false, true));
         fs::resize_file(d / "model.safetensors", 4);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("model.safetensors: header length at byte offset 0"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("model.safetensors: header length at byte offset 0"));
     }
     SECTION("no weights") {
         const fs::path d = write_checkpoint(tmp, "noweights", config, {});
         fs::remove(d / "model.safetensors");
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("no model.safetensors or model.safetensors.index.json"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("no model.safetensors or model.safetensors.index.json"));
     }
 }
 
 TEST_CASE("sharded HF checkpoints: the index and the shards must agree", "[hf]") {
     TempDirs tmp;
     const Shape s{2, 64, 4, 2, 16, 128, 100};
-    const json config = {{"model_type", "qwen2"}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
-                         {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 100}};
+    const json config = {{"model_type", "qwen2"},    {"num_hidden_layers", 2},   {"hidden_size", 64},
+                         {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 128},
+                         {"vocab_size", 100}};
     const auto tensors = llama_tensors(s, "BF16", true, true);
     const fs::path d = tmp.make("sharded");
     write_text(d / "config.json", config.dump());
@@ -426,7 +682,8 @@ TEST_CASE("sharded HF checkpoints: the index and the shards must agree", "[hf]")
         write_index(index);
         const ModelInfo m = load_hf_checkpoint(d.string());
         CHECK(m.tensors.size() == tensors.size());
-        CHECK(m.file_size == fs::file_size(d / "model-00001-of-00002.safetensors") + fs::file_size(d / "model-00002-of-00002.safetensors"));
+        CHECK(m.file_size == fs::file_size(d / "model-00001-of-00002.safetensors") +
+                                 fs::file_size(d / "model-00002-of-00002.safetensors"));
         CHECK(m.tensors.front().name == "token_embd.weight");
         CHECK(m.tensors.back().name == "output.weight");
     }
@@ -442,20 +699,24 @@ TEST_CASE("sharded HF checkpoints: the index and the shards must agree", "[hf]")
         json j = index;
         j["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors";
         write_index(j);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
-                          Contains("'weight_map.model.norm.weight': tensor is missing from shard 'model-00001-of-00002.safetensors'"));
+        CHECK_THROWS_WITH(
+            load_hf_checkpoint(d.string()),
+            Contains(
+                "'weight_map.model.norm.weight': tensor is missing from shard 'model-00001-of-00002.safetensors'"));
     }
     SECTION("tensor in a shard but not in the index") {
         json j = index;
         j["weight_map"].erase("model.norm.weight");
         write_index(j);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("tensor 'model.norm.weight' is not listed in model.safetensors.index.json"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("tensor 'model.norm.weight' is not listed in model.safetensors.index.json"));
     }
     SECTION("shard outside the directory") {
         json j = index;
         j["weight_map"]["model.norm.weight"] = "../model-00002-of-00002.safetensors";
         write_index(j);
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("is not a file name inside the checkpoint directory"));
+        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
+                          Contains("is not a file name inside the checkpoint directory"));
     }
     SECTION("weight_map of the wrong type") {
         write_index({{"weight_map", {1, 2}}});
@@ -467,15 +728,16 @@ TEST_CASE("HF tokenizer facts from tokenizer.model match llama.cpp's llama-spm v
     TempDirs tmp;
     const ModelInfo vocab = load_model(shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
     const Shape s{1, 64, 4, 4, 16, 128, 32000};
-    const json config = {{"model_type", "llama"}, {"num_hidden_layers", 1}, {"hidden_size", 64}, {"num_attention_heads", 4},
-                         {"intermediate_size", 128}, {"vocab_size", 32000}};
+    const json config = {{"model_type", "llama"},    {"num_hidden_layers", 1},   {"hidden_size", 64},
+                         {"num_attention_heads", 4}, {"intermediate_size", 128}, {"vocab_size", 32000}};
     const fs::path d = write_checkpoint(tmp, "spm", config, llama_tensors(s, "F16", false, false));
     fs::create_symlink(shared_path("models/llama2-tokenizer.model"), d / "tokenizer.model");
-    const json tok_config = {{"add_bos_token", true},
-                             {"add_eos_token", false},
-                             {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
-                             {"eos_token", "</s>"},
-                             {"chat_template", {{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}}}};
+    const json tok_config = {
+        {"add_bos_token", true},
+        {"add_eos_token", false},
+        {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+        {"eos_token", "</s>"},
+        {"chat_template", {{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}}}};
     write_text(d / "tokenizer_config.json", tok_config.dump());
 
     const ModelInfo m = load_hf_checkpoint(d.string());
@@ -490,8 +752,9 @@ TEST_CASE("HF tokenizer facts from tokenizer.model match llama.cpp's llama-spm v
 
     SECTION("a special token missing from the vocabulary is an error") {
         write_text(d / "tokenizer_config.json", json{{"eos_token", "<|eot|>"}}.dump());
-        CHECK_THROWS_WITH(load_hf_checkpoint(d.string()),
-                          Contains("tokenizer_config.json: field 'eos_token': token \"<|eot|>\" is not in the vocabulary"));
+        CHECK_THROWS_WITH(
+            load_hf_checkpoint(d.string()),
+            Contains("tokenizer_config.json: field 'eos_token': token \"<|eot|>\" is not in the vocabulary"));
     }
     SECTION("chat_template.jinja when tokenizer_config.json has none") {
         fs::remove(d / "tokenizer_config.json");

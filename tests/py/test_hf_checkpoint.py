@@ -297,6 +297,57 @@ def test_error_missing_shard(deskside_bin, tmp_path):
 
 
 def test_error_unsupported_architecture(deskside_bin, tmp_path):
-    cfg = dict(SMALL_CONFIG, model_type="phi3", architectures=["Phi3ForCausalLM"])
-    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "phi", cfg, hf_tensors("llama", SMALL, False), "F32"))
-    assert "model_type 'phi3' (architectures: Phi3ForCausalLM) is not supported" in err
+    cfg = dict(SMALL_CONFIG, model_type="gpt_oss", architectures=["GptOssForCausalLM"])
+    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "oss", cfg, hf_tensors("llama", SMALL, False), "F32"))
+    assert "model_type 'gpt_oss' (architectures: GptOssForCausalLM) is not supported" in err
+    assert "qwen3_moe" in err and "phi3" in err  # the list of what deskside reads
+
+
+MOE_CONFIG = dict(SMALL_CONFIG, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_key_value_heads=2,
+                  num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16, norm_topk_prob=True)
+
+
+def moe_tensors(n_expert):
+    out = [(n, s) for n, s in hf_tensors("llama", SMALL, False) if ".mlp." not in n]
+    out += [("model.layers.0.self_attn.q_norm.weight", [4]), ("model.layers.0.self_attn.k_norm.weight", [4]),
+            ("model.layers.0.mlp.gate.weight", [2, 8])]
+    for e in range(n_expert):
+        p = f"model.layers.0.mlp.experts.{e}."
+        out += [(p + "gate_proj.weight", [16, 8]), (p + "up_proj.weight", [16, 8]), (p + "down_proj.weight", [8, 16])]
+    return out
+
+
+def test_qwen3moe_experts_stack(deskside_bin, tmp_path):
+    j = inspect(deskside_bin, write_checkpoint(tmp_path / "moe", MOE_CONFIG, moe_tensors(2), "BF16", shards=2))
+    shapes = {t["name"]: t["shape"] for t in j["tensors"]}
+    assert shapes["blk.0.ffn_gate_inp.weight"] == [8, 2]
+    assert shapes["blk.0.ffn_gate_exps.weight"] == [8, 16, 2] and shapes["blk.0.ffn_down_exps.weight"] == [16, 8, 2]
+    assert not any("experts" in n for n in shapes)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("decoder_sparse_step", 2, "field 'decoder_sparse_step'"),
+    ("mlp_only_layers", [0], "field 'mlp_only_layers'"),
+    ("norm_topk_prob", False, "field 'norm_topk_prob'"),
+    ("num_experts", 3, "has no expert 2 for blk.0.ffn_down_exps.weight"),
+    ("num_experts", 1, "is expert 1, but config.json has 1 experts"),
+])
+def test_error_qwen3moe_config(deskside_bin, tmp_path, key, value, message):
+    cfg = dict(MOE_CONFIG, **{key: value})
+    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "moe", cfg, moe_tensors(2), "F32"))
+    assert message in err
+
+
+def test_error_phi3_rope_factors(deskside_bin, tmp_path):
+    cfg = dict(SMALL_CONFIG, model_type="phi3", max_position_embeddings=8192, original_max_position_embeddings=4096,
+               rope_scaling={"type": "longrope", "short_factor": [1.0] * 3, "long_factor": [2.0, 2.0]})
+    tensors = [(n, s) for n, s in hf_tensors("llama", SMALL, False) if "proj" not in n]
+    p = "model.layers.0."
+    tensors += [(p + "self_attn.qkv_proj.weight", [24, 8]), (p + "self_attn.o_proj.weight", [8, 8]),
+                (p + "mlp.gate_up_proj.weight", [32, 8]), (p + "mlp.down_proj.weight", [8, 16])]
+    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "phi", cfg, tensors, "F32"))
+    assert "field 'rope_scaling.short_factor': expected a list of 2 numbers (head_dim / 2)" in err
+    cfg["rope_scaling"]["short_factor"] = [1.0, 1.0]
+    j = inspect(deskside_bin, write_checkpoint(tmp_path / "phi-ok", cfg, tensors, "F32"))
+    assert [t["name"] for t in j["tensors"]][:2] == ["rope_factors_short.weight", "rope_factors_long.weight"]
+    assert j["architecture"] == "phi3"

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 import pytest
-from gguf import GGUFReader, Metadata, SpecialVocab, size_label
+from gguf import GGUFReader, GGUFWriter, Metadata, SpecialVocab, size_label
 from required import skip_or_fail
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -31,6 +31,8 @@ MODELS = {
     "synth-qwen2": "synth-qwen2.gguf",
     "synth-gemma3": "synth-gemma3.gguf",
     "synth-qwen3": "make_arch2.py qwen3",
+    "synth-qwen3moe": "make_arch2.py qwen3moe",
+    "synth-phi3": "make_arch2.py phi3",
 }
 
 
@@ -84,7 +86,8 @@ def test_inspect_matches_gguf(deskside_bin, sources, checkpoints, name, dtype):
     g, h = inspect(deskside_bin, sources[name]), inspect(deskside_bin, checkpoints[name, dtype])
     assert h["format"] == "safetensors"
     assert {t["name"]: t["shape"] for t in h["tensors"]} == {t["name"]: t["shape"] for t in g["tensors"]}
-    assert {t["type"] for t in h["tensors"]} == {dtype}
+    # phi3's LongRoPE factors are made from config.json's lists, as F32
+    assert {t["type"] for t in h["tensors"] if not t["name"].startswith("rope_factors_")} == {dtype}
     gh, hh = dict(g["hparams"]), dict(h["hparams"])
     # F32 in the GGUF, the decimal in config.json
     assert hh.pop("norm_eps") == pytest.approx(gh.pop("norm_eps"), rel=1e-6)
@@ -189,18 +192,30 @@ def test_metadata_matches_gguf(sources, checkpoints, converted_metadata, name, d
         else:
             assert conv[key] == value, key
     assert conv["general.architecture"] == orig["general.architecture"]
-    assert list(conv)[:2] == ["general.architecture", "general.type"]
+    # Phi3MiniModel writes LongRoPE's attn_factor as it makes the factor tensors, before general.type
+    first = ["general.architecture", "phi3.rope.scaling.attn_factor"] if name == "synth-phi3" else ["general.architecture"]
+    assert list(conv)[:len(first) + 1] == first + ["general.type"]
     assert conv["tokenizer.ggml.pre"] == "default"
 
 
-def test_general_metadata_is_gguf_pys(checkpoints, converted_metadata):
-    """general.name and general.size_label as gguf-py's Metadata gives them for the directory."""
-    for key, d in checkpoints.items():
-        conv = kv(converted_metadata[key])
+def test_general_metadata_is_gguf_pys(sources, checkpoints, converted_metadata):
+    """general.name and general.size_label as gguf-py's Metadata gives them for the directory; the
+    size label from gguf-py's count of the converted tensors (the source GGUF's: "8x..." for experts)."""
+    for (name, dtype), d in checkpoints.items():
+        conv = kv(converted_metadata[name, dtype])
         n_params = safetensors_params(d)
         meta = Metadata.load(None, d, None, n_params)
         assert conv["general.name"] == meta.name
-        assert conv["general.size_label"] == size_label(n_params, 0, 0, 0)
+        assert conv["general.size_label"] == converter_size_label(sources[name]), name
+
+
+def converter_size_label(gguf_path):
+    """gguf-py's size_label of GGUFWriter.get_total_parameter_count over a file's tensors."""
+    w = GGUFWriter(None, "x")
+    for t in GGUFReader(gguf_path).tensors:
+        shape = [int(n) for n in reversed(t.shape)]
+        w.add_tensor_info(t.name, shape, np.dtype(np.float32), 4 * int(np.prod(shape)))
+    return size_label(*w.get_total_parameter_count())
 
 
 def safetensors_params(d):
@@ -248,7 +263,7 @@ def test_transformers_reads_the_files(deskside_bin, checkpoints):
         import transformers
     except ImportError:
         skip_or_fail("transformers is not installed (pip install -r scripts/requirements.txt)")
-    for name in ("synth-k", "synth-gemma3", "synth-qwen3"):
+    for name in ("synth-k", "synth-gemma3", "synth-qwen3", "synth-qwen3moe", "synth-phi3"):
         d = checkpoints[name, "f32"]
         cfg = transformers.AutoConfig.from_pretrained(d)
         ours = json.loads((d / "config.json").read_text())
