@@ -115,7 +115,8 @@ def test_bf16_sharded_checkpoint_generates(deskside_bin, sources, checkpoints):
 
 
 @pytest.mark.parametrize("name, qtype", [("synth-k", "Q8_0"), ("synth-k", "Q4_K_M"), ("synth-qwen2", "Q8_0"),
-                                         ("synth-qwen2", "Q4_K_M"), ("synth-gemma3", "Q8_0")])
+                                         ("synth-qwen2", "Q4_K_M"), ("synth-gemma3", "Q8_0"), ("synth-qwen3moe", "Q8_0"),
+                                         ("synth-qwen3moe", "Q4_K_M"), ("synth-phi3", "Q8_0"), ("synth-phi3", "Q4_K_M")])
 def test_quantize_at_load_matches_llama_quantize(deskside_bin, shared, checkpoints, name, qtype):
     quantized = shared / "models" / f"{name}-{qtype.lower()}.gguf"  # llama-quantize's file of the F32 GGUF
     assert greedy(deskside_bin, checkpoints[name, "f32"], "--quantize", qtype) == greedy(deskside_bin, quantized)
