@@ -21,14 +21,20 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json optional_id(const std::optional<int64_t>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json optional_id(const std::optional<int64_t>& v) {
+    return v ? ordered_json(*v) : ordered_json(nullptr);
+}
 
 std::string_view rope_scaling_name(models::RopeScaling s) {
     switch (s) {
-        case models::RopeScaling::None: return "none";
-        case models::RopeScaling::Linear: return "linear";
-        case models::RopeScaling::Yarn: return "yarn";
-        case models::RopeScaling::Llama3: return "llama3";
+        case models::RopeScaling::None:
+            return "none";
+        case models::RopeScaling::Linear:
+            return "linear";
+        case models::RopeScaling::Yarn:
+            return "yarn";
+        case models::RopeScaling::Llama3:
+            return "llama3";
     }
     return "none";
 }
@@ -66,9 +72,16 @@ ordered_json describe(const models::ModelInfo& m) {
     };
     const models::TokenizerInfo& t = m.tokenizer;
     j["tokenizer"] = {
-        {"kind", t.kind}, {"pre", t.pre},           {"n_vocab", t.n_vocab},         {"bos", optional_id(t.bos)},
-        {"eos", optional_id(t.eos)},  {"unk", optional_id(t.unk)}, {"pad", optional_id(t.pad)}, {"eot", optional_id(t.eot)},
-        {"add_bos", t.add_bos},       {"add_eos", t.add_eos},
+        {"kind", t.kind},
+        {"pre", t.pre},
+        {"n_vocab", t.n_vocab},
+        {"bos", optional_id(t.bos)},
+        {"eos", optional_id(t.eos)},
+        {"unk", optional_id(t.unk)},
+        {"pad", optional_id(t.pad)},
+        {"eot", optional_id(t.eot)},
+        {"add_bos", t.add_bos},
+        {"add_eos", t.add_eos},
     };
     j["chat_template"] = m.chat_template.has_value();
     ordered_json tensors = ordered_json::array();
@@ -99,8 +112,8 @@ std::string local_base(double base) {
 }
 
 void print_text(const ordered_json& j) {
-    std::printf("model:         %s (%s, %s)\n", j["path"].get<std::string>().c_str(), j["format"].get<std::string>().c_str(),
-                engine::format_bytes(j["file_size"].get<uint64_t>()).c_str());
+    std::printf("model:         %s (%s, %s)\n", j["path"].get<std::string>().c_str(),
+                j["format"].get<std::string>().c_str(), engine::format_bytes(j["file_size"].get<uint64_t>()).c_str());
     if (j["architecture"].is_null()) {
         std::printf("architecture:  none (vocabulary only)\n");
     } else {
@@ -113,23 +126,24 @@ void print_text(const ordered_json& j) {
         std::printf("context %lld, vocab %lld, norm eps %g\n", h["n_ctx_train"].get<long long>(),
                     h["n_vocab"].get<long long>(), h["norm_eps"].get<double>());
         std::printf("rope: base %g%s, %lld dims, %s, scaling %s x%g\n", r["freq_base"].get<double>(),
-                    local_base(r["freq_base_swa"].get<double>()).c_str(),
-                    r["n_rot"].get<long long>(), r["neox"].get<bool>() ? "neox" : "normal",
-                    r["scaling"].get<std::string>().c_str(), r["scaling_factor"].get<double>());
+                    local_base(r["freq_base_swa"].get<double>()).c_str(), r["n_rot"].get<long long>(),
+                    r["neox"].get<bool>() ? "neox" : "normal", r["scaling"].get<std::string>().c_str(),
+                    r["scaling_factor"].get<double>());
         if (h["sliding_window"].get<long long>() > 0) {
-            std::printf("sliding window %lld (pattern %lld: layers with index %% pattern == pattern-1 are global)\n", h["sliding_window"].get<long long>(),
-                        h["sliding_window_pattern"].get<long long>());
+            std::printf("sliding window %lld (pattern %lld: layers with index %% pattern == pattern-1 are global)\n",
+                        h["sliding_window"].get<long long>(), h["sliding_window_pattern"].get<long long>());
         }
     }
     const auto& t = j["tokenizer"];
     auto id = [](const ordered_json& v) { return v.is_null() ? std::string("-") : std::to_string(v.get<long long>()); };
-    std::printf("tokenizer:     %s%s, %lld tokens, bos %s eos %s unk %s pad %s eot %s\n", t["kind"].get<std::string>().c_str(),
+    std::printf("tokenizer:     %s%s, %lld tokens, bos %s eos %s unk %s pad %s eot %s\n",
+                t["kind"].get<std::string>().c_str(),
                 t["pre"].get<std::string>().empty() ? "" : (" (" + t["pre"].get<std::string>() + ")").c_str(),
                 t["n_vocab"].get<long long>(), id(t["bos"]).c_str(), id(t["eos"]).c_str(), id(t["unk"]).c_str(),
                 id(t["pad"]).c_str(), id(t["eot"]).c_str());
     std::printf("chat template: %s\n", j["chat_template"].get<bool>() ? "yes" : "no");
-    std::printf("tensors:       %zu, %lld parameters, %s\n", j["n_tensors"].get<size_t>(), j["n_params"].get<long long>(),
-                engine::format_bytes(j["tensor_bytes"].get<uint64_t>()).c_str());
+    std::printf("tensors:       %zu, %lld parameters, %s\n", j["n_tensors"].get<size_t>(),
+                j["n_params"].get<long long>(), engine::format_bytes(j["tensor_bytes"].get<uint64_t>()).c_str());
     for (const auto& [name, v] : j["types"].items()) {
         std::printf("  %-8s %5lld tensors  %s\n", name.c_str(), v["tensors"].get<long long>(),
                     engine::format_bytes(v["bytes"].get<uint64_t>()).c_str());
@@ -138,8 +152,8 @@ void print_text(const ordered_json& j) {
     for (const auto& ts : j["tensors"]) {
         std::string shape;
         for (const auto& d : ts["shape"]) shape += (shape.empty() ? "" : " x ") + std::to_string(d.get<long long>());
-        std::printf("%-40s %-8s %-24s %zu\n", ts["name"].get<std::string>().c_str(), ts["type"].get<std::string>().c_str(),
-                    shape.c_str(), ts["bytes"].get<size_t>());
+        std::printf("%-40s %-8s %-24s %zu\n", ts["name"].get<std::string>().c_str(),
+                    ts["type"].get<std::string>().c_str(), shape.c_str(), ts["bytes"].get<size_t>());
     }
 }
 
@@ -148,12 +162,15 @@ int run(Args& args) {
     // The placement options: a plan is printed when --devices or --split is given.
     PlacementFlags flags = read_placement_flags(args);
     if (!flags.devices.given && flags.sizing_given)
-        throw UsageError("--ctx-size, --parallel, --batch-size and --cache-type-* describe a placement: give --devices too");
+        throw UsageError(
+            "--ctx-size, --parallel, --batch-size and --cache-type-* describe a placement: give --devices too");
     const bool placement = flags.devices.given;
     const auto pos = args.positionals();
     args.finish();
     if (pos.size() != 1) throw UsageError("expected exactly one MODEL");
-    const models::ModelInfo m = models::load_model(models::store::resolve_model(pos[0]));
+    const std::string path = models::store::resolve_model(pos[0]);
+    // --quantize quantizes the weights to plan them, so they are read (a checkpoint's experts stacked)
+    const models::ModelInfo m = flags.devices.quantize ? models::open_model_file(path).info : models::load_model(path);
     ordered_json j = describe(m);
     if (placement) j["placement"] = describe_placement(m, flags, plan_device_list(flags.devices));
     if (json) {
@@ -184,8 +201,7 @@ const Command kInspectCommand{
     "scratch of each device against its free memory, before anything is loaded. Exit code 1 when\n"
     "the plan does not fit, with the device, the shortfall and a split or context that fits.\n"
     "\n"
-    "placement options:\n"
-    DESKSIDE_DEVICE_FLAGS_HELP
+    "placement options:\n" DESKSIDE_DEVICE_FLAGS_HELP
     "  -c, --ctx-size N         context per sequence (default: the model's, at most 4096)\n"
     "  -np, --parallel P        sequences served at once (default 1)\n"
     "  -b, --batch-size N       tokens per step, sizes the scratch (default 512)\n"

@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "backends/devices.h"
-#include "cli/split_hosts.h"
 #include "cli/load_bar.h"
+#include "cli/split_hosts.h"
 #include "models/model.h"
 #include "models/quantize.h"
 #include "models/store/resolve.h"
@@ -78,9 +78,12 @@ namespace {
 // both quantizations, and the user most likely meant the F16/BF16 original.
 models::ModelInfo quantize_at_load(const models::ModelInfo& info, const std::string& type, int n_threads) {
     for (const models::Tensor& t : info.tensors) {
+        if (!t.data)
+            throw std::logic_error(info.path + ": tensor " + t.name +
+                                   " has no data to quantize (a description, not a load)");
         if (t.type != quant::TypeId::F32 && t.type != quant::TypeId::F16 && t.type != quant::TypeId::BF16) {
-            throw UsageError("--quantize " + type + ": " + info.path + " is already quantized (tensor " + t.name + " is " +
-                             std::string(quant::type_info(t.type).name) +
+            throw UsageError("--quantize " + type + ": " + info.path + " is already quantized (tensor " + t.name +
+                             " is " + std::string(quant::type_info(t.type).name) +
                              "); load it without --quantize, or quantize its F32/F16/BF16 original");
         }
     }
@@ -131,8 +134,8 @@ engine::DeviceRequest device_request(const DeviceFlags& flags, int64_t n_paralle
     return r;
 }
 
-engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags, const engine::EngineOptions& options,
-                                    int64_t n_parallel, int n_threads) {
+engine::LoadedModel load_on_devices(models::ModelFile file, const DeviceFlags& flags,
+                                    const engine::EngineOptions& options, int64_t n_parallel, int n_threads) {
     // Names and the split are checked (UsageError) before the loader opens anything.
     const std::vector<engine::PlanDevice> devices = plan_device_list(flags);
     DeviceFlags as_stored = flags;

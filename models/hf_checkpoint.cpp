@@ -212,11 +212,23 @@ void stack_parts(const std::vector<Tensor>& parts, uint8_t* out) {
     }
 }
 
-ModelInfo load_hf_checkpoint(const std::string& dir) {
+namespace {
+
+HfConfig read_config(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
     if (!fs::is_regular_file(config_path))
         throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
-    return load_hf_checkpoint(dir, parse_hf_config(read_json_file(config_path), config_path));
+    return parse_hf_config(read_json_file(config_path), config_path);
+}
+
+}  // namespace
+
+ModelInfo load_hf_checkpoint(const std::string& dir) {
+    return load_hf_checkpoint(dir, read_config(dir));
+}
+
+ModelInfo describe_hf_checkpoint(const std::string& dir) {
+    return read_hf_checkpoint(dir, read_config(dir)).info;
 }
 
 ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& cfg) {

@@ -22,6 +22,10 @@ struct HfConfig;
 // The same with config.json already read into `config` (hf_config.h).
 ModelInfo load_hf_checkpoint(const std::string& dir, const HfConfig& config);
 
+// The checkpoint described without stacking anything: the tensors stored in parts carry no data
+// (inspect, fits, the store: shapes and sizes only, whatever the experts' size).
+ModelInfo describe_hf_checkpoint(const std::string& dir);
+
 // A checkpoint before its parted tensors are stacked: `info` lists every GGUF tensor, and those
 // the checkpoint stores in parts have no data there but their parts here, so a converter can
 // assemble one at a time.

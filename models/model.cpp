@@ -86,9 +86,12 @@ Hparams gguf_hparams(const GgufFile& f) {
     hp.rope_freq_base_swa = f.get_float(a + "rope.freq_base_swa", 0.0);
 
     const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-    if (scaling == "linear") hp.rope_scaling = RopeScaling::Linear;
-    else if (scaling == "yarn") hp.rope_scaling = RopeScaling::Yarn;
-    else if (scaling == "llama3") hp.rope_scaling = RopeScaling::Llama3;
+    if (scaling == "linear")
+        hp.rope_scaling = RopeScaling::Linear;
+    else if (scaling == "yarn")
+        hp.rope_scaling = RopeScaling::Yarn;
+    else if (scaling == "llama3")
+        hp.rope_scaling = RopeScaling::Llama3;
     hp.rope_scaling_factor = f.get_float(a + "rope.scaling.factor", 1.0);
     // Older files store the linear factor as rope.scale_linear.
     if (hp.rope_scaling == RopeScaling::None && f.find(a + "rope.scale_linear")) {
@@ -98,7 +101,8 @@ Hparams gguf_hparams(const GgufFile& f) {
     hp.rope_orig_ctx = f.get_int(a + "rope.scaling.original_context_length", hp.n_ctx_train);
 
     hp.sliding_window = f.get_int(a + "attention.sliding_window", 0);
-    if (const GgufValue* pattern = f.find(a + "attention.sliding_window_pattern"); pattern && pattern->type == GgufType::ARRAY) {
+    if (const GgufValue* pattern = f.find(a + "attention.sliding_window_pattern");
+        pattern && pattern->type == GgufType::ARRAY) {
         try {
             for (const GgufValue& item : pattern->as_array().items) hp.swa_layers.push_back(item.as_bool());
         } catch (const GgufError& e) {
@@ -174,8 +178,9 @@ int64_t ModelInfo::embedding_rows() const {
 
 ModelInfo load_model(const std::string& path) {
     std::error_code ec;
-    ModelInfo info = std::filesystem::is_directory(path, ec) ? load_hf_checkpoint(path)
-                                                             : load_gguf(path, std::make_shared<GgufFile>(GgufFile::open(path)));
+    ModelInfo info = std::filesystem::is_directory(path, ec)
+                         ? describe_hf_checkpoint(path)
+                         : load_gguf(path, std::make_shared<GgufFile>(GgufFile::open(path)));
     check_hparams(info, info.tokenizer.n_vocab);
     return info;
 }
@@ -203,7 +208,8 @@ ModelFile open_model_file(const std::string& path) {
         out.tokenizer = Tokenizer::from_gguf(*file);
         out.info = load_gguf(path, std::move(file));
     }
-    check_hparams(out.info, std::max<int64_t>(out.info.tokenizer.n_vocab, out.tokenizer ? out.tokenizer->n_vocab() : 0));
+    check_hparams(out.info,
+                  std::max<int64_t>(out.info.tokenizer.n_vocab, out.tokenizer ? out.tokenizer->n_vocab() : 0));
     return out;
 }
 

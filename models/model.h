@@ -52,10 +52,10 @@ struct Hparams {
     double rope_llama3_high_freq_factor = 4;
     double rope_attn_factor = 1;  // multiplies RoPE's cos and sin (rope.scaling.attn_factor; LongRoPE)
 
-    int64_t sliding_window = 0;     // 0 = none
+    int64_t sliding_window = 0;          // 0 = none
     int64_t sliding_window_pattern = 0;  // every Nth layer is global (layer % N == N-1); 0 = all SWA when window > 0
-    std::vector<bool> swa_layers;   // per-layer flags where the file lists them (overrides the pattern)
-    bool tied_embeddings = false;   // output head reuses token_embd.weight
+    std::vector<bool> swa_layers;        // per-layer flags where the file lists them (overrides the pattern)
+    bool tied_embeddings = false;        // output head reuses token_embd.weight
     // {arch}.pooling_type, llama.cpp's enum (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 absent.
     int64_t pooling_type = -1;
     // RMS norm weights w are applied as (1 + w). Gemma checkpoints from Hugging Face store w this
@@ -79,7 +79,9 @@ struct Tensor {
     std::string name;  // GGUF naming scheme
     quant::TypeId type = quant::TypeId::F32;
     std::vector<int64_t> shape;  // [contiguous, ...]
-    const uint8_t* data = nullptr;  // points into a mapping owned by ModelInfo
+    // Points into a mapping owned by ModelInfo; nullptr in a description (describe_gguf of a header,
+    // load_model of a checkpoint directory whose tensors are assembled at load).
+    const uint8_t* data = nullptr;
     size_t n_bytes = 0;
 
     int64_t n_elements() const;
@@ -87,7 +89,7 @@ struct Tensor {
 
 struct ModelInfo {
     std::string path;
-    std::string format;  // "gguf" or "safetensors"
+    std::string format;      // "gguf" or "safetensors"
     uint64_t file_size = 0;  // bytes on disk, all files together
     Hparams hparams;
     TokenizerInfo tokenizer;
@@ -104,7 +106,9 @@ struct ModelInfo {
 
 // Loads a GGUF file or a Hugging Face checkpoint directory. Throws std::runtime_error (GgufError,
 // SafetensorsError, ...) naming the file and the field on anything malformed, hostile
-// hyper-parameters included (models/hparams_check.h).
+// hyper-parameters included (models/hparams_check.h). A directory is described only
+// (describe_hf_checkpoint): tensors it stores in parts (a mixture of experts' per-expert
+// matrices) carry no data; open_model_file assembles them.
 ModelInfo load_model(const std::string& path);
 
 class GgufFile;
