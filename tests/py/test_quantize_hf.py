@@ -136,3 +136,14 @@ def test_bf16_checkpoint_file_generates_as_quantize_at_load(deskside_bin, checkp
 def test_llama_completion_generates_as_deskside(deskside_bin, peer_bin, checkpoint, tmp_path, name, qtype):
     out = quantize(deskside_bin, checkpoint(name, "f32"), tmp_path / "q.gguf", qtype)
     assert_generates_as_llama(deskside_bin, peer_bin, out)
+
+
+@pytest.mark.parametrize("name", ["synth-qwen3moe", "synth-phi3"])
+def test_checkpoint_of_a_q8_0_file_requantizes_to_it(deskside_bin, shared, tmp_path, name):
+    """make-hf-checkpoint.py dequantizes a quantized GGUF (gguf-py's gguf.quants.dequantize); Q8_0 values
+    quantize back to themselves, so the checkpoint's Q8_0 file is llama-quantize's file, byte for byte."""
+    source = shared / "models" / f"{name}-q8_0.gguf"
+    d = tmp_path / name
+    run([sys.executable, SCRIPT, source, d, "--dtype", "f32"])
+    ours = quantize(deskside_bin, d, tmp_path / "q8.gguf", "Q8_0")
+    assert sorted(tensors(ours)) == sorted(tensors(source))
