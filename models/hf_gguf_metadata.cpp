@@ -15,9 +15,11 @@
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <regex>
 #include <sstream>
 
+#include "models/hf_bpe_vocab.h"
 #include "models/hf_checkpoint.h"
 #include "models/hf_config.h"
 #include "models/hf_json.h"
@@ -29,9 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// llama.cpp's token types, which are SentencePiece's piece types.
-enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
 class KvList {
    public:
@@ -220,7 +219,7 @@ constexpr SamplingKey kSamplingKeys[] = {
 
 // gguf-py's Metadata: sampling defaults from generation_config.json; the name, and the parts its
 // heuristics find in it, from the directory (a checkpoint without a README.md model card).
-void general_metadata(KvList& kv, const std::string& dir, int64_t n_params) {
+void general_metadata(KvList& kv, const std::string& dir, int64_t n_params, const std::string& counted_label) {
     const fs::path gen_path = fs::path(dir) / "generation_config.json";
     if (fs::is_regular_file(gen_path)) {
         const json gen = read_json_file(gen_path.string());
@@ -243,7 +242,26 @@ void general_metadata(KvList& kv, const std::string& dir, int64_t n_params) {
     if (c.finetune) kv.set("general.finetune", GgufValue::string(*c.finetune));
     if (c.basename) kv.set("general.basename", GgufValue::string(*c.basename));
     if (c.size_label) kv.set("general.size_label", GgufValue::string(*c.size_label));
-    else if (n_params > 0) kv.set("general.size_label", GgufValue::string(size_label(n_params)));
+    else if (n_params > 0) kv.set("general.size_label", GgufValue::string(counted_label));
+}
+
+// gguf-py's size_label from GGUFWriter.get_total_parameter_count: the parameter count, or for a
+// mixture of experts "<experts>x<shared parameters + one expert's>".
+std::string counted_size_label(const ModelInfo& m) {
+    int64_t total = 0, shared = 0, per_expert = 0, expert_sum = 0, n_expert_tensors = 0;
+    for (const Tensor& t : m.tensors) {
+        const int64_t n = t.n_elements();
+        total += n;
+        if (t.name.find("_exps.") != std::string::npos && t.shape.size() >= 3) {
+            per_expert += n / t.shape[2];
+            expert_sum += t.shape[2];
+            ++n_expert_tensors;
+        } else {
+            shared += n;
+        }
+    }
+    if (n_expert_tensors == 0) return size_label(total);
+    return std::to_string(expert_sum / n_expert_tensors) + "x" + size_label(shared + per_expert);
 }
 
 // TextModel.__init__'s rope_parameters: rope_parameters or rope_scaling, with rope_theta and the
@@ -290,10 +308,29 @@ RopeParams rope_params(const JsonFields& f) {
     return r;
 }
 
+// Phi3MiniModel.set_gguf_parameters, which replaces TextModel's: every key from the config class's
+// values (hparams holds them, defaults filled in), in its order.
+void phi3_metadata(KvList& kv, const HfConfig& cfg, const JsonFields& f) {
+    const Hparams& hp = cfg.hparams;
+    const auto key = [&](const char* k) { return hp.architecture + "." + k; };
+    kv.set(key("context_length"), u32(hp.n_ctx_train));
+    kv.set(key("rope.scaling.original_context_length"), u32(rope_params(f).orig_ctx.value_or(4096)));  // Phi3Config's default
+    kv.set(key("embedding_length"), u32(hp.n_embd));
+    kv.set(key("feed_forward_length"), u32(hp.n_ff));
+    kv.set(key("block_count"), u32(hp.n_layer));
+    kv.set(key("attention.head_count"), u32(hp.n_head));
+    kv.set(key("attention.head_count_kv"), u32(hp.n_head_kv));
+    kv.set(key("attention.layer_norm_rms_epsilon"), f32(hp.norm_eps));
+    kv.set(key("rope.dimension_count"), u32(hp.n_rot));
+    kv.set(key("rope.freq_base"), f32(hp.rope_freq_base));
+    kv.set(key("attention.sliding_window"), u32(hp.sliding_window));
+}
+
 // TextModel.set_gguf_parameters, then the family's set_gguf_parameters.
 void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& path) {
     const JsonFields f(cfg.stated, path);
     const std::string& arch = cfg.hparams.architecture;
+    if (arch == "phi3") return phi3_metadata(kv, cfg, f);
     const auto key = [&](const char* k) { return arch + "." + k; };
     const auto first_int = [&](std::initializer_list<const char*> keys) -> std::optional<int64_t> {
         for (const char* k : keys)
@@ -353,18 +390,11 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
             kv.set(key("attention.sliding_window"), u32(*window));
         }
         kv.set(key("attention.head_count_kv"), u32(f.opt_int("num_key_value_heads").value_or(4)));
+    } else if (arch == "qwen3moe") {  // Qwen2MoeModel
+        if (auto v = f.opt_int("moe_intermediate_size")) kv.set(key("expert_feed_forward_length"), u32(*v));
     } else if (arch != "qwen2" && arch != "qwen3") {
         throw HfCheckpointError(path + ": no GGUF metadata rules for architecture '" + arch + "'");
     }
-}
-
-// Some checkpoints leave control tokens unmarked (ModelBase.does_token_look_special).
-bool looks_special(const std::string& t) {
-    const auto wrapped = [&](std::string_view open, std::string_view close) {
-        return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
-    };
-    return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
-           wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
 }
 
 struct TokenList {
@@ -386,12 +416,16 @@ TokenList sentencepiece_tokens(const fs::path& dir, const HfConfig& cfg, const s
     for (int64_t i = 0; i < n; ++i) {
         t.tokens.push_back("[PAD" + std::to_string(i) + "]");
         t.scores.push_back(-10000.0f);
-        t.types.push_back(kUnused);
+        t.types.push_back(kTokenUnused);
     }
     for (int id = 0; id < sp.GetPieceSize() && id < n; ++id) {
         t.tokens[id] = sp.IdToPiece(id);
         t.scores[id] = sp.GetScore(id);
-        t.types[id] = sp.IsUnknown(id) ? kUnknown : sp.IsControl(id) ? kControl : sp.IsUnused(id) ? kUnused : sp.IsByte(id) ? kByte : kNormal;
+        t.types[id] = sp.IsUnknown(id)   ? kTokenUnknown
+                      : sp.IsControl(id) ? kTokenControl
+                      : sp.IsUnused(id)  ? kTokenUnused
+                      : sp.IsByte(id)    ? kTokenByte
+                                         : kTokenNormal;
     }
     const auto set = [&](int64_t id, std::string text, int32_t type) {
         if (id < 0 || id >= n) return;  // the converter skips ids past vocab_size
@@ -403,8 +437,9 @@ TokenList sentencepiece_tokens(const fs::path& dir, const HfConfig& cfg, const s
         const json a = read_json_file(added.string());
         if (!a.is_object()) throw HfCheckpointError(added.string() + ": expected an object of token -> id");
         for (const auto& [text, id] : a.items()) {
-            if (!id.is_number_integer()) throw HfCheckpointError(added.string() + ": token " + json(text).dump() + " has id " + id.dump());
-            set(id.get<int64_t>(), text, kUserDefined);
+            if (!id.is_number_integer())
+                throw HfCheckpointError(added.string() + ": token " + json(text).dump() + " has id " + id.dump());
+            set(id.get<int64_t>(), text, kTokenUserDefined);
         }
     }
     if (tok_cfg && tok_cfg->contains("added_tokens_decoder") && (*tok_cfg)["added_tokens_decoder"].is_object()) {
@@ -419,11 +454,11 @@ TokenList sentencepiece_tokens(const fs::path& dir, const HfConfig& cfg, const s
             } catch (const std::exception&) {
                 e.fail("", "the key is not a token id");
             }
-            if (e.opt_bool("special").value_or(false) || looks_special(*content)) {
-                set(id, *content, kControl);
+            if (e.opt_bool("special").value_or(false) || looks_like_control_token(*content)) {
+                set(id, *content, kTokenControl);
             } else {
                 for (size_t p; (p = content->find("\xE2\x96\x81")) != std::string::npos;) content->replace(p, 3, " ");
-                set(id, *content, kUserDefined);
+                set(id, *content, kTokenUserDefined);
             }
         }
     }
@@ -557,17 +592,60 @@ void special_vocab(KvList& kv, const fs::path& dir, const HfConfig& cfg, const s
     if (tok_cfg && chat_template) kv.set("tokenizer.chat_template", GgufValue::string(*chat_template));
 }
 
+// _set_vocab_gpt2: a tokenizer.json without tokenizer.model (hf_bpe_vocab.h), then SpecialVocab with
+// its merges. LlamaModel first tries LlamaHfVocab, which takes a SentencePiece-style BPE
+// tokenizer.json (byte_fallback, a Sequence decoder) as a "llama" vocabulary; that one is refused.
+void bpe_vocabulary_metadata(KvList& kv, const fs::path& d, const HfConfig& cfg, const std::optional<json>& tok_cfg,
+                             const HfTokenizerFacts& facts) {
+    const fs::path tj_path = d / "tokenizer.json";
+    if (!fs::is_regular_file(tj_path)) throw HfCheckpointError(d.string() + ": no tokenizer.json or tokenizer.model");
+    if (cfg.hparams.architecture == "llama") {
+        const json tj = read_json_file(tj_path.string());
+        const json model = tj.value("model", json::object()), decoder = tj.value("decoder", json::object());
+        if (model.is_object() && model.value("type", "") == "BPE" && model.value("byte_fallback", false) &&
+            decoder.is_object() && decoder.value("type", "") == "Sequence") {
+            throw HfCheckpointError(
+                tj_path.string() +
+                ": a SentencePiece-style BPE tokenizer.json (byte_fallback) without tokenizer.model; "
+                "llama.cpp's converter writes it as a \"llama\" vocabulary (LlamaHfVocab), which deskside does not");
+        }
+    }
+    const JsonFields f(cfg.stated, (d / "config.json").string());
+    const HfBpeVocab v = read_hf_bpe_vocab(d.string(), f.opt_int("vocab_size"));
+    kv.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    kv.set("tokenizer.ggml.pre", GgufValue::string(v.pre));
+    std::vector<GgufValue> tokens, types, merges;
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+        tokens.push_back(GgufValue::string(v.tokens[i]));
+        types.push_back(GgufValue::i32(v.types[i]));
+    }
+    for (const std::string& m : v.merges) merges.push_back(GgufValue::string(m));
+    kv.set("tokenizer.ggml.tokens", GgufValue::array(GgufType::STRING, std::move(tokens)));
+    kv.set("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, std::move(types)));
+    if (!merges.empty()) kv.set("tokenizer.ggml.merges", GgufValue::array(GgufType::STRING, std::move(merges)));
+    // SpecialVocab without n_vocab: ids past the vocabulary are kept
+    special_vocab(kv, d, cfg, tok_cfg, facts.chat_template, std::numeric_limits<int64_t>::max());
+}
+
 void vocabulary_metadata(KvList& kv, const std::string& dir, const HfConfig& cfg, const HfTokenizerFacts& facts) {
     const fs::path d(dir);
     std::optional<json> tok_cfg;
     if (const fs::path p = d / "tokenizer_config.json"; fs::is_regular_file(p)) tok_cfg = read_json_file(p.string());
     const std::string& arch = cfg.hparams.architecture;
-    if (!fs::is_regular_file(d / "tokenizer.model")) {
-        throw HfCheckpointError(dir + ": no tokenizer.model; GGUF metadata is written for SentencePiece vocabularies only "
-                                "(llama.cpp names a tokenizer.json's pre-tokenizer by hashing its output)");
-    }
-    if (arch == "llama" && tok_cfg && tok_cfg->contains("add_prefix_space") && (*tok_cfg)["add_prefix_space"].is_boolean())
+    if (arch == "llama" && tok_cfg && tok_cfg->contains("add_prefix_space") &&
+        (*tok_cfg)["add_prefix_space"].is_boolean())
         kv.set("tokenizer.ggml.add_space_prefix", GgufValue::boolean((*tok_cfg)["add_prefix_space"].get<bool>()));
+    // The family's set_vocab: _set_vocab_gpt2 always for GptOssModel and for Phi-4's GPT2Tokenizer,
+    // else a tokenizer.model when there is one. (Qwen3MoeModel keeps TextModel's default, gpt2
+    // always; a qwen3moe checkpoint with a tokenizer.model, as make-hf-checkpoint.py writes for the
+    // synthetic models, is given its SentencePiece vocabulary here, where the converter would stop.)
+    const bool gpt2_tokenizer =
+        tok_cfg && tok_cfg->is_object() && tok_cfg->value("tokenizer_class", json()) == "GPT2Tokenizer";
+    const bool always_bpe = arch == "gpt-oss" || (arch == "phi3" && gpt2_tokenizer);
+    if (always_bpe || !fs::is_regular_file(d / "tokenizer.model")) {
+        bpe_vocabulary_metadata(kv, d, cfg, tok_cfg, facts);
+        return;
+    }
 
     const TokenList t = sentencepiece_tokens(d, cfg, tok_cfg);
     kv.set("tokenizer.ggml.model", GgufValue::string("llama"));
@@ -591,12 +669,16 @@ std::vector<std::pair<std::string, GgufValue>> hf_gguf_metadata(const std::strin
     const std::string config_path = (fs::path(dir) / "config.json").string();
     if (!fs::is_regular_file(config_path)) throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
     const HfConfig cfg = parse_hf_config(read_json_file(config_path), config_path);
-    const ModelInfo model = load_hf_checkpoint(dir, cfg);
+    const ModelInfo model = read_hf_checkpoint(dir, cfg).info;  // shapes only: experts stay unstacked
 
     KvList kv;
     kv.set("general.architecture", GgufValue::string(cfg.hparams.architecture));
+    // Phi3MiniModel.generate_extra_tensors writes LongRoPE's factor as it makes the factor tensors,
+    // which the converter does before any other key.
+    if (!cfg.config_tensors.empty())
+        kv.set(cfg.hparams.architecture + ".rope.scaling.attn_factor", f32(cfg.hparams.rope_attn_factor));
     kv.set("general.type", GgufValue::string("model"));
-    general_metadata(kv, dir, model.n_params());
+    general_metadata(kv, dir, model.n_params(), counted_size_label(model));
     architecture_metadata(kv, cfg, config_path);
     vocabulary_metadata(kv, dir, cfg, read_hf_tokenizer_facts(dir, cfg));
     return kv.take();
