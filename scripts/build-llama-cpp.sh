@@ -7,15 +7,21 @@
 # Source: the llama-cpp-python source distribution on PyPI, which vendors llama.cpp under
 # vendor/llama.cpp. Idempotent: the download, the unpacked tree and the build are reused when present.
 #
-# usage: scripts/build-llama-cpp.sh [--jobs N]
+# usage: scripts/build-llama-cpp.sh [--jobs N] [--variant native|avx512]
 #   env DESKSIDE_PEER_DIR (default ~/.cache/deskside/peer), DESKSIDE_PEER_TARGETS (space-separated)
+#   --variant native (default): -DGGML_NATIVE=ON, what a user building it locally gets.
+#   --variant avx512: -DGGML_NATIVE=OFF with AVX2/FMA/F16C and AVX-512 F/VBMI/VNNI/BF16, no AMX
+#     (the configuration ../shared/reference/SPREAD.md made the references with), into its own
+#     build directory; for CPUs where the native build's AMX path crashes.
 # prints the bin directory on its last line.
 set -euo pipefail
 
 jobs=2
+variant=native
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --jobs) jobs="$2"; shift 2 ;;
+    --variant) variant="$2"; shift 2 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "build-llama-cpp.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -44,12 +50,19 @@ if [[ ! -f "$src/CMakeLists.txt" ]]; then
 fi
 [[ -f "$src/CMakeLists.txt" ]] || { echo "build-llama-cpp.sh: $sdist has no vendor/llama.cpp" >&2; exit 1; }
 
-build="$peer_dir/build-$version"
+case "$variant" in
+  native) build="$peer_dir/build-$version"; isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx512) build="$peer_dir/build-$version-avx512"
+          isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+                     -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON) ;;
+  *) echo "build-llama-cpp.sh: --variant is native or avx512, not '$variant'" >&2; exit 2 ;;
+esac
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   echo "== configuring $build" >&2
-  # CPU only, tuned for this machine (GGML_NATIVE) like a user building it locally would; no network
-  # access at build time (no prebuilt web UI, no curl/openssl), no tests or examples.
-  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
+  # CPU only, tuned for this machine (GGML_NATIVE) like a user building it locally would, or the
+  # AVX-512 variant above; no network access at build time (no prebuilt web UI, no curl/openssl),
+  # no tests or examples.
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${isa_flags[@]}" -DBUILD_SHARED_LIBS=OFF \
     -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF >&2
