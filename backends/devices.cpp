@@ -52,19 +52,31 @@ DeviceInfo cpu_device() {
     if (f.has_avx2_kernels()) d.features.push_back("avx2");
     if (f.has_avx512_kernels()) d.features.push_back("avx512-vnni");
     if (f.avx512bf16) d.features.push_back("avx512-bf16");
+    if (f.has_amx_int8()) d.features.push_back("amx-int8");
+    if (f.has_amx_bf16()) d.features.push_back("amx-bf16");
+    // Advertised but refused by the kernel: shown, so that `deskside env` explains a missing AMX.
+    if (f.amx_tile && !f.amx_permitted) d.features.push_back("amx-not-permitted");
     return d;
 }
 
-std::vector<DeviceInfo> list_cpu(std::string*) { return {cpu_device()}; }
+std::vector<DeviceInfo> list_cpu(std::string*) {
+    return {cpu_device()};
+}
 
 std::unique_ptr<Backend> open_cpu(const std::string& name, int n_threads) {
     if (name != "cpu") return nullptr;
     return std::make_unique<cpu::CpuBackend>(n_threads);
 }
 
-std::unique_ptr<Backend> open_vulkan(const std::string& name, int) { return vulkan::open_vulkan_device(name); }
-std::unique_ptr<Backend> open_cuda(const std::string& name, int) { return cuda::open_cuda_device(name); }
-int no_split() { return 1; }
+std::unique_ptr<Backend> open_vulkan(const std::string& name, int) {
+    return vulkan::open_vulkan_device(name);
+}
+std::unique_ptr<Backend> open_cuda(const std::string& name, int) {
+    return cuda::open_cuda_device(name);
+}
+int no_split() {
+    return 1;
+}
 
 // One row per device API. A new backend adds its row here (DESIGN.md key decision 2).
 struct DeviceApiRow {
@@ -115,11 +127,19 @@ std::vector<std::string> device_apis() {
     return out;
 }
 
-std::string cpu_isa_level() { return std::string(cpu::isa_name(cpu::selected_isa())); }
-std::string cpu_isa_best() { return std::string(cpu::isa_name(cpu::detected_isa())); }
-int default_cpu_threads() { return cpu::physical_cores(); }
+std::string cpu_isa_level() {
+    return std::string(cpu::isa_name(cpu::selected_isa()));
+}
+std::string cpu_isa_best() {
+    return std::string(cpu::isa_name(cpu::detected_isa()));
+}
+int default_cpu_threads() {
+    return cpu::physical_cores();
+}
 
-void set_peer_access(bool on) { cuda::set_cuda_peer_access(on); }
+void set_peer_access(bool on) {
+    cuda::set_cuda_peer_access(on);
+}
 
 std::unique_ptr<Backend> open_device(const std::string& name, int n_threads) {
     for (const DeviceApiRow& row : kDeviceApis)

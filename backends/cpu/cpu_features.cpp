@@ -5,19 +5,40 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace deskside::backends::cpu {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
 
-bool bit(uint32_t reg, int n) { return (reg >> n) & 1; }
+bool bit(uint32_t reg, int n) {
+    return (reg >> n) & 1;
+}
 
 // XCR0: which register states the OS saves. Only valid to read when CPUID reports OSXSAVE.
 uint64_t read_xcr0() {
     uint32_t eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+// Asks Linux for the AMX tile data state; true when granted (now or before).
+bool request_amx_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchGetXcompPerm = 0x1022;  // arch/x86/include/uapi/asm/prctl.h
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+    unsigned long permitted = 0;
+    if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) != 0) return false;
+    return (permitted >> kXfeatureXtiledata) & 1;
+#else
+    return false;
+#endif
 }
 
 CpuFeatures detect() {
@@ -30,8 +51,9 @@ CpuFeatures detect() {
     const bool f16c = bit(ecx, 29);
     if (!osxsave || !avx) return f;
     const uint64_t xcr0 = read_xcr0();
-    const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE and AVX (YMM upper halves)
-    const bool zmm_state = (xcr0 & 0xE0) == 0xE0;   // opmask, ZMM0-15 upper halves, ZMM16-31
+    const bool ymm_state = (xcr0 & 0x6) == 0x6;           // SSE and AVX (YMM upper halves)
+    const bool zmm_state = (xcr0 & 0xE0) == 0xE0;         // opmask, ZMM0-15 upper halves, ZMM16-31
+    const bool tile_state = (xcr0 & 0x60000) == 0x60000;  // XTILECFG (17) and XTILEDATA (18)
     if (!ymm_state) return f;
     f.fma = fma;
     f.f16c = f16c;
@@ -50,12 +72,20 @@ CpuFeatures detect() {
             f.avx512bf16 = bit(eax1, 5);
         }
     }
+    if (tile_state && bit(edx, 24)) {
+        f.amx_tile = true;
+        f.amx_int8 = bit(edx, 25);
+        f.amx_bf16 = bit(edx, 22);
+        f.amx_permitted = request_amx_permission();
+    }
     return f;
 }
 
 #else
 
-CpuFeatures detect() { return {}; }
+CpuFeatures detect() {
+    return {};
+}
 
 #endif
 
