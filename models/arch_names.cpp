@@ -91,17 +91,31 @@ HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view 
     }
 
     std::string_view base(name);
-    std::string_view suffix;
+    std::string_view suffix = ".weight";
     int bias = 0;
-    if (base.ends_with(".weight")) {
-        suffix = ".weight";
-    } else if (base.ends_with(".bias")) {
+    const auto strip = [&](std::string_view ending) {
+        if (!base.ends_with(ending)) return false;
+        base.remove_suffix(ending.size());
+        return true;
+    };
+    bool plain = true;  // ".weight" / ".bias": names every family uses; the rest only in a block rule
+    if (strip(".weight")) {
+    } else if (strip(".bias")) {
         suffix = ".bias";
         bias = 1;
+    } else if (strip("_bias")) {
+        suffix = ".bias";
+        bias = 1;
+        plain = false;
+    } else if (strip("_blocks")) {
+        out.piece = HfTensorName::Piece::Mxfp4Blocks;
+        plain = false;
+    } else if (strip("_scales")) {
+        out.piece = HfTensorName::Piece::Mxfp4Scales;
+        plain = false;
     } else {
-        return out;
+        plain = false;
     }
-    base.remove_suffix(suffix.size());
 
     int index = 0;
     if (base.starts_with(kLayersPrefix)) {
@@ -111,13 +125,14 @@ HfTensorName map_hf_tensor_name(std::string_view architecture, std::string_view 
         const int64_t layer = decimal(base.substr(0, dot));
         if (layer < 0) return out;
         const NameRule* rule = find_rule(family->hf_block, base.substr(dot + 1), index, out.expert);
-        if (!rule) return out;
+        if (!rule || (!plain && !rule->openai_names)) return HfTensorName{};
         out.kind = HfTensorName::Kind::Mapped;
         out.gguf = "blk." + std::to_string(layer) + "." + std::string(rule->gguf) + std::string(suffix);
         out.layer = layer;
         out.sort_key = {layer, 2 * index + bias};
         return out;
     }
+    if (!plain) return HfTensorName{};
     int64_t no_expert = -1;
     const NameRule* rule = find_rule(kGlobal, base, index, no_expert);
     if (!rule) return out;

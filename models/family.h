@@ -119,6 +119,9 @@ struct HfModelType {
 struct HfNameRule {
     std::string_view hf;
     std::string_view gguf;
+    // The module's tensors may also be named as OpenAI's gpt-oss checkpoints name them: "<hf>_bias",
+    // "<hf>_blocks" / "<hf>_scales" (MXFP4), or "<hf>" alone (a parameter without ".weight").
+    bool openai_names = false;
 };
 
 struct Family {

@@ -9,9 +9,18 @@
 // up and down; the FFN norm is stored as post_attention_norm. Experts ship as MXFP4.
 // ref: OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card" (arXiv:2508.10925); openai/gpt-oss
 // gpt_oss/torch/model.py (AttentionBlock sinks, MLPBlock swiglu).
+//
+// Hugging Face checkpoints (GptOssForCausalLM) name the sinks "self_attn.sinks" and the router
+// "mlp.router"; the experts are stored stacked, gate and up fused with their rows interleaved
+// (gate even, up odd), as OpenAI's MXFP4 (U8 "_blocks" and "_scales") with "_bias" beside them. The
+// checkpoint reader splits and repacks them as convert_hf_to_gguf.py's GptOssModel does. Configs
+// whose SwiGLU constants or YaRN betas differ from the ones this forward pass has built in are refused.
+// ref: transformers configuration_gpt_oss.py, modeling_gpt_oss.py, integrations/mxfp4.py.
 #include <array>
+#include <cmath>
 
 #include "models/family.h"
+#include "models/hf_json.h"
 
 namespace deskside::models {
 namespace {
@@ -48,6 +57,68 @@ void gguf_quirks(Hparams& hp) {
         hp.sliding_window_pattern = kSwaPattern;
 }
 
+constexpr HfNameRule kHfBlock[] = {
+    {"input_layernorm", "attn_norm"},
+    {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},
+    {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"},
+    {"self_attn.sinks", "attn_sinks", true},
+    {"post_attention_layernorm", "post_attention_norm"},
+    {"mlp.router", "ffn_gate_inp"},
+    // gate and up interleaved row by row; the checkpoint reader splits this into ffn_gate_exps / ffn_up_exps
+    {"mlp.experts.gate_up_proj", "ffn_gate_up_exps", true},
+    {"mlp.experts.down_proj", "ffn_down_exps", true},
+};
+
+// GptOssConfig's defaults; layer_types' default (even layers sliding) is sliding_layers below.
+constexpr std::string_view kDefaults = R"({
+    "vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "sliding_window": 128, "num_local_experts": 128,
+    "num_experts_per_tok": 4, "swiglu_limit": 7.0, "attention_bias": true, "rope_theta": 150000.0,
+    "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+                     "original_max_position_embeddings": 4096}})";
+
+std::vector<bool> sliding_layers(const JsonFields&, int64_t n_layer) {
+    std::vector<bool> swa(static_cast<size_t>(n_layer));
+    for (int64_t i = 0; i < n_layer; ++i) swa[static_cast<size_t>(i)] = i % kSwaPattern == 0;
+    return swa;
+}
+
+constexpr std::array kHfTypes{HfModelType{"gpt_oss", "GptOssForCausalLM", kDefaults, sliding_layers}};
+
+int64_t positive(const JsonFields& f, std::string_view key) {
+    const auto v = f.opt_int(key);
+    if (!v || *v <= 0) f.fail(key, "must be a positive integer");
+    return *v;
+}
+
+void require(const JsonFields& f, std::string_view key, double built_in) {
+    if (const auto v = f.opt_float(key); v && std::abs(*v - built_in) > 1e-6 * built_in)
+        f.fail(key, "deskside's gpt-oss runs " + std::to_string(built_in) + " only, as llama.cpp does");
+}
+
+void hf_quirks(const JsonFields& f, Hparams& hp) {
+    hp.n_expert = positive(f, "num_local_experts");
+    // transformers reads "experts_per_token" (OpenAI's original name) as num_experts_per_tok
+    hp.n_expert_used = positive(f, f.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token");
+    if (hp.n_expert_used > hp.n_expert)
+        f.fail("num_experts_per_tok",
+               std::to_string(hp.n_expert_used) + " exceeds num_local_experts " + std::to_string(hp.n_expert));
+    hp.n_ff_exp = hp.n_ff;  // intermediate_size is each expert's
+    if (f.opt_bool("attention_bias") == std::optional<bool>(false))
+        f.fail("attention_bias", "deskside's gpt-oss reads Q/K/V/output biases (true)");
+    require(f, "swiglu_limit", 7.0);
+    require(f, "swiglu_alpha", 1.702);
+    for (std::string_view key : {"rope_scaling", "rope_parameters"}) {
+        if (const auto rope = f.opt_object(key)) {
+            require(*rope, "beta_fast", 32.0);
+            require(*rope, "beta_slow", 1.0);
+        }
+    }
+}
+
 }  // namespace
 
 const Family kGptOssFamily{
@@ -55,6 +126,9 @@ const Family kGptOssFamily{
     .tensors = kTensors,
     .rope = RopeStyle::Neox,
     .gguf_quirks = gguf_quirks,
+    .hf_types = kHfTypes,
+    .hf_block = kHfBlock,
+    .hf_quirks = hf_quirks,
     .activation = FfnActivation::SwigluOai,
     .attention_scale = inverse_sqrt_head_dim,
     .moe = true,

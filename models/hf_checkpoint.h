@@ -30,20 +30,32 @@ ModelInfo describe_hf_checkpoint(const std::string& dir);
 // the checkpoint stores in parts have no data there but their parts here, so a converter can
 // assemble one at a time.
 struct HfCheckpointParts {
+    // A tensor GGUF stores whole, made from checkpoint tensors (assemble() below).
     struct Stacked {
-        size_t tensor;              // index into info.tensors; its shape's last dimension counts the parts
-        std::vector<Tensor> parts;  // mapped, in order (expert 0, 1, ...), each of the type and size of one slice
+        enum class Kind {
+            Stack,  // parts in order (expert 0, 1, ...), each of the type and size of one slice
+            // parts {blocks, scales}, U8 (typed I8 here) in OpenAI's MXFP4 layout ([..., rows, n_block, 16]
+            // and [..., rows, n_block]), repacked into GGUF's MXFP4 blocks
+            Mxfp4,
+        };
+        size_t tensor;              // index into info.tensors: [..., n_row, n_expert] in ggml order
+        std::vector<Tensor> parts;  // mapped: one per expert, or one holding all experts
+        Kind kind = Kind::Stack;
+        // Row r of each expert's matrix is the parts' row r * step + offset (gpt-oss's gate_up_proj
+        // holds gate in even rows and up in odd ones; 1, 0 elsewhere).
+        int64_t step = 1, offset = 0;
+        int64_t n_expert = 1, n_row = 1;
     };
     ModelInfo info;
     std::vector<Stacked> stacked;
     std::vector<size_t> made;  // indices into info.tensors of those made from config.json (in memory, not mapped)
 
-    // The parts of info.tensors[i], or nullptr for a tensor stored whole.
-    const std::vector<Tensor>* parts_of(size_t i) const;
+    // How info.tensors[i] is made, or nullptr for a tensor stored whole.
+    const Stacked* parts_of(size_t i) const;
 };
 HfCheckpointParts read_hf_checkpoint(const std::string& dir, const HfConfig& config);
 
-// Copies `parts` one after the other into `out` (their bytes together).
-void stack_parts(const std::vector<Tensor>& parts, uint8_t* out);
+// Writes the bytes of the tensor `s` describes (info.tensors[s.tensor].n_bytes) into `out`.
+void assemble(const HfCheckpointParts::Stacked& s, uint8_t* out);
 
 }  // namespace deskside::models

@@ -392,6 +392,11 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
         kv.set(key("attention.head_count_kv"), u32(f.opt_int("num_key_value_heads").value_or(4)));
     } else if (arch == "qwen3moe") {  // Qwen2MoeModel
         if (auto v = f.opt_int("moe_intermediate_size")) kv.set(key("expert_feed_forward_length"), u32(*v));
+    } else if (arch == "gpt-oss") {  // GptOssModel
+        const auto window = f.opt_int("sliding_window");
+        if (!window) f.fail("sliding_window", "missing (llama.cpp's converter requires it for gpt-oss)");
+        kv.set(key("attention.sliding_window"), u32(*window));
+        if (auto v = f.opt_int("intermediate_size")) kv.set(key("expert_feed_forward_length"), u32(*v));
     } else if (arch != "qwen2" && arch != "qwen3") {
         throw HfCheckpointError(path + ": no GGUF metadata rules for architecture '" + arch + "'");
     }
@@ -635,13 +640,14 @@ void vocabulary_metadata(KvList& kv, const std::string& dir, const HfConfig& cfg
     if (arch == "llama" && tok_cfg && tok_cfg->contains("add_prefix_space") &&
         (*tok_cfg)["add_prefix_space"].is_boolean())
         kv.set("tokenizer.ggml.add_space_prefix", GgufValue::boolean((*tok_cfg)["add_prefix_space"].get<bool>()));
-    // The family's set_vocab: _set_vocab_gpt2 always for GptOssModel and for Phi-4's GPT2Tokenizer,
-    // else a tokenizer.model when there is one. (Qwen3MoeModel keeps TextModel's default, gpt2
-    // always; a qwen3moe checkpoint with a tokenizer.model, as make-hf-checkpoint.py writes for the
-    // synthetic models, is given its SentencePiece vocabulary here, where the converter would stop.)
+    // The family's set_vocab: _set_vocab_gpt2 always for Phi-4's GPT2Tokenizer, else a
+    // tokenizer.model when there is one. (Qwen3MoeModel and GptOssModel call _set_vocab_gpt2 always;
+    // their released checkpoints have no tokenizer.model, so they take that path here too. One of
+    // theirs with a tokenizer.model, as make-hf-checkpoint.py writes for the synthetic models, is
+    // given its SentencePiece vocabulary here, where the converter would stop.)
     const bool gpt2_tokenizer =
         tok_cfg && tok_cfg->is_object() && tok_cfg->value("tokenizer_class", json()) == "GPT2Tokenizer";
-    const bool always_bpe = arch == "gpt-oss" || (arch == "phi3" && gpt2_tokenizer);
+    const bool always_bpe = arch == "phi3" && gpt2_tokenizer;
     if (always_bpe || !fs::is_regular_file(d / "tokenizer.model")) {
         bpe_vocabulary_metadata(kv, d, cfg, tok_cfg, facts);
         return;

@@ -8,8 +8,11 @@
 //     tensor per projection ([n_embd, n_ff_exp, n_expert] in ggml order).
 //   - phi3 (Phi3MiniModel.generate_extra_tensors): LongRoPE's factors become tensors, made from
 //     config.json (hf_config.cpp; the checkpoint reader lists them with the weights).
-//   - every family (ModelBase.prepare_tensors): 1-D tensors, norms and MoE routers are written as
-//     F32. The converter reads BF16 as F32 before changing anything, F16 as F16; the +1 follows that.
+//   - gpt-oss (GptOssModel): gate_up's interleaved rows split into gate and up, the experts' MXFP4
+//     blocks and scales repacked as GGUF's MXFP4 (hf_checkpoint.cpp; copied here unchanged).
+//   - every family (ModelBase.prepare_tensors): 1-D tensors, norms, MoE routers and tensors whose
+//     names do not end in ".weight" (gpt-oss's 2-D expert biases) are written as F32. The converter reads BF16 as F32
+//     before changing anything, F16 as F16; the +1 follows that.
 // ref: llama.cpp conversion/llama.py, gemma.py, qwen.py, phi.py, base.py
 #include "models/hf_to_gguf.h"
 
@@ -30,7 +33,8 @@ namespace {
 using quant::TypeId;
 
 bool written_as_f32(const Tensor& t) {
-    return t.shape.size() == 1 || t.name.ends_with("_norm.weight") || t.name.ends_with(".ffn_gate_inp.weight");
+    return t.shape.size() == 1 || t.name.ends_with("_norm.weight") || t.name.ends_with(".ffn_gate_inp.weight") ||
+           !t.name.ends_with(".weight");
 }
 
 int64_t heads_to_permute(const Hparams& hp, const std::string& name) {
@@ -96,7 +100,7 @@ HfAsGguf::HfAsGguf(const std::string& dir) : checkpoint_(read_checked(dir)), met
                                      " rows, not a whole number of row pairs for each of its " +
                                      std::to_string(plan.permute_heads) + " heads");
         }
-        if (written_as_f32(t)) t.type = TypeId::F32;
+        if (written_as_f32(t) && t.type != TypeId::MXFP4) t.type = TypeId::F32;
         t.n_bytes = quant::row_bytes(t.type, t.n_elements());
         if (t.type != src.type || plan.permute_heads > 0 || plan.plus_one || plan.parts) t.data = nullptr;
         layout_.file_size += t.n_bytes;
@@ -107,7 +111,7 @@ HfAsGguf::HfAsGguf(const std::string& dir) : checkpoint_(read_checked(dir)), met
 
 std::vector<Tensor> HfAsGguf::sources(size_t i) const {
     const Plan& plan = plans_[i];
-    if (plan.parts) return *plan.parts;
+    if (plan.parts) return plan.parts->parts;
     const std::vector<size_t>& made = checkpoint_.made;
     if (std::find(made.begin(), made.end(), plan.source) != made.end()) return {};
     return {checkpoint_.info.tensors[plan.source]};
@@ -124,15 +128,19 @@ Tensor HfAsGguf::tensor(size_t i, std::vector<uint8_t>& buf) const {
     const size_t src_row = quant::row_bytes(src.type, per_row), out_row = quant::row_bytes(out.type, per_row);
     const quant::ToFloatFn to_float = quant::quant_traits(src.type)->to_float;
     buf.resize(out.n_bytes);
-    if (plan.parts && out.type == src.type) {
-        stack_parts(*plan.parts, buf.data());
-        out.data = buf.data();
-        return out;
+    std::vector<uint8_t> assembled;  // an assembled tensor in the checkpoint's type, when that changes
+    if (plan.parts) {
+        if (out.type == src.type) {
+            assemble(*plan.parts, buf.data());
+            out.data = buf.data();
+            return out;
+        }
+        assembled.resize(src.n_bytes);
+        assemble(*plan.parts, assembled.data());
     }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t from = plan.permute_heads > 0 ? permuted_source_row(r, rows / plan.permute_heads) : r;
-        // a stacked tensor's outermost "rows" are its parts, one expert's matrix each
-        const uint8_t* row = plan.parts ? (*plan.parts)[static_cast<size_t>(r)].data : src.data + from * src_row;
+        const uint8_t* row = (plan.parts ? assembled.data() : src.data) + from * src_row;
         if (out.type == src.type) {
             std::memcpy(buf.data() + r * out_row, row, out_row);
         } else {

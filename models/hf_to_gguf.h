@@ -42,8 +42,9 @@ class HfAsGguf {
         int64_t permute_heads;  // > 0: LlamaModel.permute of the rows with this many heads
         bool plus_one;          // Gemma3Model's norm shift: w + 1
         // Qwen2MoeModel.modify_tensors: one checkpoint tensor per expert, each a slice of the
-        // outermost dimension (nullptr: the tensor is stored whole).
-        const std::vector<Tensor>* parts;
+        // outermost dimension; GptOssModel: experts split from gate_up and repacked as MXFP4
+        // (nullptr: the tensor is stored whole).
+        const HfCheckpointParts::Stacked* parts;
     };
 
     HfCheckpointParts checkpoint_;

@@ -17,10 +17,15 @@ llama.cpp's convert_hf_to_gguf.py changes weights on the way to GGUF; this undoe
     they become one tensor per expert and projection (mlp.experts.E.{gate,up,down}_proj).
   - phi3: LongRoPE's rope_factors_short/long tensors came from config.json; they go back into its
     rope_scaling (short_factor, long_factor). The fused qkv_proj and gate_up_proj stay fused.
+  - gpt-oss: the experts' gate and up (and their biases) were split from gate_up_proj's even and odd
+    rows; they are interleaved again. MXFP4 experts go back to OpenAI's layout (U8 _blocks
+    [n_expert, out, in / 32, 16], byte i holding values 2i and 2i + 1; _scales [n_expert, out, in / 32])
+    from GGUF's blocks (scale byte, then byte j holding values j and j + 16). self_attn.sinks has no
+    ".weight". Experts must be MXFP4 (the form OpenAI ships); they stay so under --dtype.
 Shapes need no change: a GGUF tensor's row-major numpy view is [out, in], the HF layout. Quantized
 GGUFs are dequantized first (gguf-py's gguf.quants.dequantize).
 
-Architectures: llama, qwen2, qwen3, qwen3moe, phi3, gemma3 (the transformers families deskside
+Architectures: llama, qwen2, qwen3, qwen3moe, phi3, gemma3, gpt-oss (the transformers families deskside
 reads). Vocabularies: SentencePiece ("llama") GGUF tokenizers, as every shared synthetic model has.
 """
 import argparse
@@ -45,6 +50,7 @@ HF_TYPES = {
     "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
     "phi3": ("phi3", "Phi3ForCausalLM"),
     "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+    "gpt-oss": ("gpt_oss", "GptOssForCausalLM"),
 }
 
 # GGUF block tensor -> HF module below model.layers.N.
@@ -71,6 +77,11 @@ PHI3_BLOCK_NAMES = {**LLAMA_BLOCK_NAMES, "attn_qkv": "self_attn.qkv_proj", "ffn_
 # qwen3moe: the router, and the stacked experts split into one module per expert (mlp.experts.E.*)
 MOE_BLOCK_NAMES = {**LLAMA_BLOCK_NAMES, "ffn_gate_inp": "mlp.gate"}
 EXPERT_NAMES = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
+# gpt-oss: sinks (a bare parameter), the router, post_attention_layernorm as the FFN norm; experts below
+GPTOSS_BLOCK_NAMES = {**BLOCK_NAMES, "post_attention_norm": "post_attention_layernorm", "attn_sinks": "self_attn.sinks",
+                      "ffn_gate_inp": "mlp.router"}
+GPTOSS_EXPERTS = {"ffn_gate_exps": ("gate_up_proj", 0), "ffn_up_exps": ("gate_up_proj", 1),
+                  "ffn_down_exps": ("down_proj", None)}
 # phi3: tensors the converter makes from config.json's rope_scaling
 ROPE_FACTORS = {"rope_factors_short.weight": "short_factor", "rope_factors_long.weight": "long_factor"}
 GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -143,7 +154,7 @@ def hf_config(g, tensors, rope_factors):
     # Phi3Config have no head_dim.
     if g.arch not in ("qwen2", "phi3"):
         cfg["head_dim"] = head_dim
-    if g.arch in ("llama", "qwen3", "qwen3moe", "gemma3", "phi3"):
+    if g.arch in ("llama", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt-oss"):
         cfg["attention_bias"] = "blk.0.attn_q.bias" in tensors
     if g.arch != "gemma3":
         cfg["hidden_act"] = "silu"
@@ -155,6 +166,17 @@ def hf_config(g, tensors, rope_factors):
         cfg.update(decoder_sparse_step=1, mlp_only_layers=[], moe_intermediate_size=g.hp("expert_feed_forward_length"),
                    norm_topk_prob=True, num_experts=g.hp("expert_count"), num_experts_per_tok=g.hp("expert_used_count"),
                    output_router_logits=False, router_aux_loss_coef=0.001)
+    if g.arch == "gpt-oss":
+        window = g.hp("attention.sliding_window")
+        cfg.update(intermediate_size=g.hp("expert_feed_forward_length"), num_local_experts=g.hp("expert_count"),
+                   num_experts_per_tok=g.hp("expert_used_count"), output_router_logits=False,
+                   router_aux_loss_coef=0.001, sliding_window=window, swiglu_limit=7.0,
+                   layer_types=["sliding_attention" if window and i % 2 == 0 else "full_attention"
+                                for i in range(cfg["num_hidden_layers"])])
+        if g.str("gpt-oss.rope.scaling.type") == "yarn":
+            # beta_fast / beta_slow left out: the converter would write them, the GGUF has llama.cpp's defaults
+            cfg["rope_scaling"] = {"factor": g.hp_float("rope.scaling.factor"), "rope_type": "yarn",
+                                   "original_max_position_embeddings": g.hp("rope.scaling.original_context_length")}
     if g.arch == "phi3":
         cfg.update(embd_pdrop=0.0, original_max_position_embeddings=g.hp("rope.scaling.original_context_length"),
                    pad_token_id=None, partial_rotary_factor=1.0, resid_pdrop=0.0,
@@ -198,16 +220,56 @@ def tensor_values(t):
     return np.asarray(w, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
 
 
+def openai_mxfp4(t):
+    """A GGUF MXFP4 expert stack -> OpenAI's (blocks [E, rows, nb, 16], scales [E, rows, nb]), U8."""
+    if t.tensor_type.name != "MXFP4":
+        fail(f"tensor {t.name}: gpt-oss experts must be MXFP4 (found {t.tensor_type.name})")
+    n_expert, rows, n_in = (int(d) for d in reversed(t.shape))
+    raw = np.asarray(t.data, dtype=np.uint8).reshape(n_expert, rows, n_in // 32, 17)
+    qs = raw[..., 1:]
+    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # value order 0..31
+    blocks = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    return blocks, np.ascontiguousarray(raw[..., 0])
+
+
+def interleave(even, odd, axis):
+    out = np.empty(even.shape[:axis] + (2 * even.shape[axis],) + even.shape[axis + 1:], dtype=even.dtype)
+    index = [slice(None)] * even.ndim
+    index[axis] = slice(0, None, 2)
+    out[tuple(index)] = even
+    index[axis] = slice(1, None, 2)
+    out[tuple(index)] = odd
+    return out
+
+
+def gpt_oss_experts(layer, found):
+    """The HF expert tensors of one gpt-oss layer from its GGUF tensors {(base, weight|bias): tensor}."""
+    prefix = f"model.layers.{layer}.mlp.experts."
+    out = {}
+    gate, up, down = (openai_mxfp4(found[b, "weight"]) for b in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"))
+    out[prefix + "gate_up_proj_blocks"] = interleave(gate[0], up[0], 1)
+    out[prefix + "gate_up_proj_scales"] = interleave(gate[1], up[1], 1)
+    out[prefix + "down_proj_blocks"], out[prefix + "down_proj_scales"] = down
+    bias = {b: tensor_values(found[b, "bias"]) for b in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")}
+    out[prefix + "gate_up_proj_bias"] = interleave(bias["ffn_gate_exps"], bias["ffn_up_exps"], 1)
+    out[prefix + "down_proj_bias"] = bias["ffn_down_exps"]
+    return out
+
+
 def hf_tensors(g):
     """(HF tensors by name, phi3's LongRoPE factor lists by rope_scaling key)."""
     n_head = g.hp("attention.head_count")
     n_head_kv = g.hp("attention.head_count_kv", n_head)
-    block_names = {"gemma3": GEMMA3_BLOCK_NAMES, "phi3": PHI3_BLOCK_NAMES, "qwen3moe": MOE_BLOCK_NAMES}.get(
-        g.arch, LLAMA_BLOCK_NAMES)
+    block_names = {"gemma3": GEMMA3_BLOCK_NAMES, "phi3": PHI3_BLOCK_NAMES, "qwen3moe": MOE_BLOCK_NAMES,
+                   "gpt-oss": GPTOSS_BLOCK_NAMES}.get(g.arch, LLAMA_BLOCK_NAMES)
     out, rope_factors = {}, {}
+    experts = {}  # gpt-oss: layer -> {(base, weight|bias): tensor}
     for t in g.reader.tensors:
-        w = tensor_values(t)  # row-major [out, in]: already the HF layout
         parts = t.name.split(".")
+        if parts[0] == "blk" and g.arch == "gpt-oss" and parts[2] in GPTOSS_EXPERTS:
+            experts.setdefault(int(parts[1]), {})[parts[2], parts[3]] = t
+            continue
+        w = tensor_values(t)  # row-major [out, in]: already the HF layout
         if t.name in ROPE_FACTORS and g.arch == "phi3":
             rope_factors[ROPE_FACTORS[t.name]] = [float(str(np.float32(v))) for v in w]
             continue
@@ -221,6 +283,8 @@ def hf_tensors(g):
             if base not in block_names:
                 fail(f"{g.path}: no Hugging Face name for tensor {t.name} in a {g.arch} checkpoint")
             name = f"model.layers.{parts[1]}.{block_names[base]}.{parts[-1]}"
+            if base == "attn_sinks":
+                name = name.removesuffix(".weight")
             if g.arch == "llama" and base == "attn_q":
                 w = unpermute(w, n_head)
             elif g.arch == "llama" and base == "attn_k":
@@ -233,6 +297,8 @@ def hf_tensors(g):
         if g.arch == "gemma3" and t.name.endswith("norm.weight"):
             w = w - 1.0
         out[name] = np.ascontiguousarray(w)
+    for layer in sorted(experts):
+        out.update(gpt_oss_experts(layer, experts[layer]))
     return out, rope_factors
 
 
@@ -247,10 +313,14 @@ def save_safetensors(path, tensors, dtype):
     keep = []
     specs = {}
     for name, w in tensors.items():
-        data = to_bf16(w) if dtype == "bf16" else w.astype(np.float32)
+        name_of_dtype = "bfloat16" if dtype == "bf16" else "float32"
+        if w.dtype == np.uint8:  # MXFP4 blocks and scales
+            data, name_of_dtype = w, "uint8"
+        else:
+            data = to_bf16(w) if dtype == "bf16" else w.astype(np.float32)
         data = np.ascontiguousarray(data)
         keep.append(data)
-        specs[name] = TensorSpec(dtype="bfloat16" if dtype == "bf16" else "float32", shape=list(w.shape),
+        specs[name] = TensorSpec(dtype=name_of_dtype, shape=list(w.shape),
                                  data_ptr=data.ctypes.data, data_len=data.nbytes)
     serialize_file(specs, str(path), metadata={"format": "pt"})
     path.chmod(0o644)

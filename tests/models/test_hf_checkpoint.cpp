@@ -393,6 +393,122 @@ std::vector<StTensor> phi3_tensors() {
 
 }  // namespace
 
+// A gpt-oss checkpoint as OpenAI ships it (transformers modeling_gpt_oss.py, integrations/mxfp4.py):
+// 2 layers, n_embd 64, 4 heads x 16, 2 KV heads, 4 experts of FFN 32, vocabulary 100.
+json gpt_oss_config() {
+    return {{"model_type", "gpt_oss"},
+            {"architectures", {"GptOssForCausalLM"}},
+            {"num_hidden_layers", 2},
+            {"hidden_size", 64},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 2},
+            {"head_dim", 16},
+            {"intermediate_size", 32},
+            {"vocab_size", 100},
+            {"num_local_experts", 4},
+            {"num_experts_per_tok", 2},
+            {"sliding_window", 16},
+            {"max_position_embeddings", 131072}};
+}
+
+// OpenAI's MXFP4 block byte i holds values 2i and 2i + 1; value v is v % 16 here, so GGUF's byte j
+// (values j and j + 16) is j * 17. Scale bytes count the rows of all experts.
+std::vector<StTensor> gpt_oss_tensors() {
+    constexpr int64_t kExperts = 4, kEmbd = 64, kFf = 32;
+    std::vector<StTensor> t = llama_tensors({2, kEmbd, 4, 2, 16, kFf, 100}, "F32", true, true);
+    std::erase_if(t, [](const StTensor& x) { return x.name.find(".mlp.") != std::string::npos; });
+    const auto mxfp4 = [&](const std::string& p, int64_t rows, int64_t cols) {
+        std::vector<uint8_t> blocks, scales;
+        for (int64_t r = 0; r < kExperts * rows; ++r) {
+            for (int64_t b = 0; b < cols / 32; ++b) {
+                scales.push_back(static_cast<uint8_t>(r));
+                for (int i = 0; i < 16; ++i)
+                    blocks.push_back(static_cast<uint8_t>((2 * i) % 16 | ((2 * i + 1) % 16) << 4));
+            }
+        }
+        t.push_back({p + "_blocks", "U8", {kExperts, rows, cols / 32, 16}, blocks});
+        t.push_back({p + "_scales", "U8", {kExperts, rows, cols / 32}, scales});
+    };
+    for (int i = 0; i < 2; ++i) {
+        const std::string p = "model.layers." + std::to_string(i) + ".";
+        t.push_back({p + "self_attn.sinks", "F32", {4}, {}});
+        t.push_back({p + "mlp.router.weight", "F32", {kExperts, kEmbd}, {}});
+        t.push_back({p + "mlp.router.bias", "F32", {kExperts}, {}});
+        mxfp4(p + "mlp.experts.gate_up_proj", 2 * kFf, kEmbd);
+        mxfp4(p + "mlp.experts.down_proj", kEmbd, kFf);
+        std::vector<uint8_t> bias;
+        for (int64_t k = 0; k < kExperts * 2 * kFf; ++k) {
+            const float v = static_cast<float>(k);
+            bias.insert(bias.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 4);
+        }
+        t.push_back({p + "mlp.experts.gate_up_proj_bias", "F32", {kExperts, 2 * kFf}, bias});
+        t.push_back({p + "mlp.experts.down_proj_bias", "F32", {kExperts, kEmbd}, {}});
+    }
+    return t;
+}
+
+TEST_CASE("HF gpt-oss checkpoint: MXFP4 experts repacked, gate and up split from gate_up's rows", "[hf]") {
+    TempDirs tmp;
+    const ModelInfo hf =
+        load_hf_checkpoint(write_checkpoint(tmp, "gptoss", gpt_oss_config(), gpt_oss_tensors()).string());
+    const deskside::models::Hparams& hp = hf.hparams;
+    CHECK(hp.architecture == "gpt-oss");
+    CHECK(hp.n_expert == 4);
+    CHECK(hp.n_expert_used == 2);
+    CHECK(hp.n_ff_exp == 32);
+    CHECK(hp.sliding_window == 16);
+    CHECK(hp.sliding_window_pattern == 2);  // GptOssConfig's layer_types: even layers slide
+    CHECK(hp.rope_scaling == deskside::models::RopeScaling::Yarn);
+    CHECK(hp.rope_scaling_factor == 32.0);
+    CHECK(hp.rope_orig_ctx == 4096);
+    CHECK(hp.rope_freq_base == 150000.0);
+    for (const char* name : {"blk.1.attn_sinks.weight", "blk.1.post_attention_norm.weight", "blk.1.ffn_gate_inp.bias",
+                             "blk.1.attn_q.bias", "blk.1.ffn_down_exps.bias"})
+        CHECK(hf.find(name));
+
+    const deskside::models::Tensor* gate = hf.find("blk.0.ffn_gate_exps.weight");
+    const deskside::models::Tensor* up = hf.find("blk.0.ffn_up_exps.weight");
+    const deskside::models::Tensor* down = hf.find("blk.1.ffn_down_exps.weight");
+    REQUIRE((gate && up && down));
+    CHECK(gate->type == deskside::quant::TypeId::MXFP4);
+    CHECK(gate->shape == std::vector<int64_t>{64, 32, 4});  // [n_embd, n_ff_exp, n_expert]
+    CHECK(down->shape == std::vector<int64_t>{32, 64, 4});  // [n_ff_exp, n_embd, n_expert]
+    REQUIRE(gate->n_bytes == 4u * 32 * 2 * 17);
+    for (int64_t e = 0; e < 4; ++e) {
+        for (int64_t r = 0; r < 32; ++r) {
+            for (int64_t b = 0; b < 2; ++b) {
+                const size_t at = static_cast<size_t>(((e * 32 + r) * 2 + b) * 17);
+                // source row e * 64 + 2r (gate) or + 1 (up): its number is the scale byte
+                CHECK(gate->data[at] == static_cast<uint8_t>(e * 64 + 2 * r));
+                CHECK(up->data[at] == static_cast<uint8_t>(e * 64 + 2 * r + 1));
+                for (int j = 0; j < 16; ++j) CHECK(gate->data[at + 1 + j] == j * 17);
+            }
+        }
+    }
+    const deskside::models::Tensor* up_bias = hf.find("blk.0.ffn_up_exps.bias");
+    REQUIRE(up_bias);
+    CHECK(up_bias->shape == std::vector<int64_t>{32, 4});
+    const float* ub = reinterpret_cast<const float*>(up_bias->data);
+    CHECK(ub[0] == 1.0f);
+    CHECK(ub[32] == 65.0f);  // expert 1, element 0: source element 64 + 1
+
+    SECTION("configs the family cannot run are refused, naming the key") {
+        for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+                 {"swiglu_limit", 5.0}, {"attention_bias", false}, {"num_experts_per_tok", 5}}) {
+            json c = gpt_oss_config();
+            c[key] = value;
+            CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "gptoss-" + key, c, gpt_oss_tensors()).string()),
+                              Contains("field '" + key + "'"));
+        }
+    }
+    SECTION("scales without blocks") {
+        std::vector<StTensor> t = gpt_oss_tensors();
+        std::erase_if(t, [](const StTensor& x) { return x.name == "model.layers.0.mlp.experts.down_proj_blocks"; });
+        CHECK_THROWS_WITH(load_hf_checkpoint(write_checkpoint(tmp, "gptoss-noblocks", gpt_oss_config(), t).string()),
+                          Contains("down_proj_scales' has no _blocks"));
+    }
+}
+
 TEST_CASE("HF phi3 checkpoint: fused tensors as synth-phi3-q8_0.gguf, LongRoPE factors made from config.json", "[hf]") {
     TempDirs tmp;
     const ModelInfo gguf = load_model(shared_path("models/synth-phi3-q8_0.gguf"));
@@ -593,11 +709,11 @@ TEST_CASE("HF checkpoint errors name the file and the problem", "[hf]") {
         CHECK_THROWS_WITH(load_hf_checkpoint(d.string()), Contains("no config.json"));
     }
     SECTION("unsupported architecture") {
-        const json c = {{"model_type", "gpt_oss"}, {"architectures", {"GptOssForCausalLM"}}};
-        const fs::path d = write_checkpoint(tmp, "gptoss", c, llama_tensors(s, "F32", false, true));
+        const json c = {{"model_type", "deepseek_v3"}, {"architectures", {"DeepseekV3ForCausalLM"}}};
+        const fs::path d = write_checkpoint(tmp, "deepseek", c, llama_tensors(s, "F32", false, true));
         CHECK_THROWS_WITH(
             load_hf_checkpoint(d.string()),
-            Contains("config.json: model_type 'gpt_oss' (architectures: GptOssForCausalLM) is not supported"));
+            Contains("config.json: model_type 'deepseek_v3' (architectures: DeepseekV3ForCausalLM) is not supported"));
     }
     SECTION("unsupported rope scaling") {
         json c = config;

@@ -297,10 +297,10 @@ def test_error_missing_shard(deskside_bin, tmp_path):
 
 
 def test_error_unsupported_architecture(deskside_bin, tmp_path):
-    cfg = dict(SMALL_CONFIG, model_type="gpt_oss", architectures=["GptOssForCausalLM"])
-    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "oss", cfg, hf_tensors("llama", SMALL, False), "F32"))
-    assert "model_type 'gpt_oss' (architectures: GptOssForCausalLM) is not supported" in err
-    assert "qwen3_moe" in err and "phi3" in err  # the list of what deskside reads
+    cfg = dict(SMALL_CONFIG, model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"])
+    err = inspect_error(deskside_bin, write_checkpoint(tmp_path / "ds", cfg, hf_tensors("llama", SMALL, False), "F32"))
+    assert "model_type 'deepseek_v3' (architectures: DeepseekV3ForCausalLM) is not supported" in err
+    assert "qwen3_moe" in err and "phi3" in err and "gpt_oss" in err  # the list of what deskside reads
 
 
 MOE_CONFIG = dict(SMALL_CONFIG, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], num_key_value_heads=2,

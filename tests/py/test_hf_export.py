@@ -33,6 +33,8 @@ MODELS = {
     "synth-qwen3": "make_arch2.py qwen3",
     "synth-qwen3moe": "make_arch2.py qwen3moe",
     "synth-phi3": "make_arch2.py phi3",
+    # MXFP4 experts (kept as OpenAI's _blocks/_scales in the checkpoint), Q8_0 elsewhere (dequantized)
+    "synth-gptoss": "synth-gptoss-mxfp4_moe.gguf",
 }
 
 
@@ -86,8 +88,9 @@ def test_inspect_matches_gguf(deskside_bin, sources, checkpoints, name, dtype):
     g, h = inspect(deskside_bin, sources[name]), inspect(deskside_bin, checkpoints[name, dtype])
     assert h["format"] == "safetensors"
     assert {t["name"]: t["shape"] for t in h["tensors"]} == {t["name"]: t["shape"] for t in g["tensors"]}
-    # phi3's LongRoPE factors are made from config.json's lists, as F32
-    assert {t["type"] for t in h["tensors"] if not t["name"].startswith("rope_factors_")} == {dtype}
+    # phi3's LongRoPE factors are made from config.json's lists, as F32; gpt-oss's experts stay MXFP4
+    assert {t["type"] for t in h["tensors"] if not t["name"].startswith("rope_factors_")} == \
+        ({dtype, "mxfp4"} if name == "synth-gptoss" else {dtype})
     gh, hh = dict(g["hparams"]), dict(h["hparams"])
     # F32 in the GGUF, the decimal in config.json
     assert hh.pop("norm_eps") == pytest.approx(gh.pop("norm_eps"), rel=1e-6)
@@ -102,7 +105,8 @@ def test_inspect_matches_gguf(deskside_bin, sources, checkpoints, name, dtype):
     assert h["tokenizer"] == g["tokenizer"]
 
 
-@pytest.mark.parametrize("name", MODELS)
+# synth-gptoss: its GGUF's Q8_0 matrices are F32 in the checkpoint (test_gptoss_checkpoint_generates_as_its_weights)
+@pytest.mark.parametrize("name", [n for n in MODELS if n != "synth-gptoss"])
 def test_f32_checkpoint_generates_the_gguf_tokens(deskside_bin, sources, checkpoints, name):
     assert greedy(deskside_bin, checkpoints[name, "f32"]) == greedy(deskside_bin, sources[name])
 
@@ -180,7 +184,8 @@ def test_metadata_matches_gguf(sources, checkpoints, converted_metadata, name, d
     cfg = json.loads((checkpoints[name, dtype] / "tokenizer_config.json").read_text())
     special = {int(i) for i in cfg["added_tokens_decoder"]}
     for key, value in orig.items():
-        if key in METADATA_DIFFERENCES:
+        # synth-gptoss's source is llama-quantize's file, which adds its key
+        if key in METADATA_DIFFERENCES or (name == "synth-gptoss" and key == "general.quantization_version"):
             continue
         assert key in conv, key
         if key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
@@ -264,7 +269,7 @@ def test_transformers_reads_the_files(deskside_bin, checkpoints):
         import transformers
     except ImportError:
         skip_or_fail("transformers is not installed (pip install -r scripts/requirements.txt)")
-    for name in ("synth-k", "synth-gemma3", "synth-qwen3", "synth-qwen3moe", "synth-phi3"):
+    for name in ("synth-k", "synth-gemma3", "synth-qwen3", "synth-qwen3moe", "synth-phi3", "synth-gptoss"):
         d = checkpoints[name, "f32"]
         cfg = transformers.AutoConfig.from_pretrained(d)
         ours = json.loads((d / "config.json").read_text())
@@ -302,3 +307,75 @@ def test_general_name_parts_are_gguf_pys(gguf_tool, checkpoints, tmp_path, dir_n
     general = [k for k in conv if k.startswith("general.") and k in expected]
     assert general == [k for k in ("general.name", "general.version", "general.finetune", "general.basename",
                                    "general.size_label") if expected[k] is not None]
+
+
+def test_gptoss_checkpoint_generates_as_its_weights(deskside_bin, sources, checkpoints, tmp_path):
+    """-m DIR of the gpt-oss checkpoint gives the greedy tokens of a GGUF holding the same weights: the
+    source's MXFP4 experts as they are, its Q8_0 matrices dequantized to F32 by gguf-py (what the
+    checkpoint holds), written by gguf-py's GGUFWriter."""
+    from gguf.quants import dequantize
+
+    src = GGUFReader(sources["synth-gptoss"])
+    out = tmp_path / "same-weights.gguf"
+    w = GGUFWriter(out, "gpt-oss")
+    for field in src.fields.values():
+        if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.file_type"):
+            continue
+        value = field.contents()
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype.name == "ARRAY" else None
+        w.add_key_value(field.name, value, vtype, sub_type=sub)
+    for t in src.tensors:
+        if t.tensor_type.name == "Q8_0":
+            values = dequantize(t.data, t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+            w.add_tensor(t.name, np.ascontiguousarray(values, dtype=np.float32))
+        else:
+            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert greedy(deskside_bin, checkpoints["synth-gptoss", "f32"]) == greedy(deskside_bin, out)
+
+
+def openai_mxfp4_values(blocks, scales):
+    """transformers' MXFP4 reader (integrations/mxfp4.py convert_moe_packed_tensors) where torch is
+    installed, else the same steps in numpy: low nibble -> even value, high -> odd, FP4_VALUES[nibble]
+    * 2**(scale - 127); out [E, in, out] as GptOssExperts multiplies."""
+    try:
+        import torch
+        from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    except ImportError:  # (transformers' mxfp4 module imports torch; its FP4_VALUES table:)
+        lut = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+        out = np.empty(blocks.shape[:-1] + (32,), dtype=np.float32)
+        out[..., 0::2] = lut[blocks & 0x0F]
+        out[..., 1::2] = lut[blocks >> 4]
+        out = np.ldexp(out, (scales.astype(np.int32) - 127)[..., None])
+        return out.reshape(*blocks.shape[:2], -1).transpose(0, 2, 1)
+    return convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales), dtype=torch.float32).numpy()
+
+
+def test_gptoss_experts_are_openais_mxfp4(sources, checkpoints):
+    """The checkpoint's _blocks/_scales, read as transformers reads OpenAI's MXFP4, are the GGUF's
+    experts as gguf-py dequantizes them, gate in even rows and up in odd ones of gate_up_proj
+    (transformers' GptOssExperts: gate_up[..., ::2], gate_up[..., 1::2])."""
+    from gguf.quants import dequantize
+    from safetensors.numpy import load_file
+
+    hf = load_file(checkpoints["synth-gptoss", "f32"] / "model.safetensors")
+    gguf = {t.name: t for t in GGUFReader(sources["synth-gptoss"]).tensors}
+
+    def experts(name):  # [E, out, in]
+        t = gguf[name]
+        return dequantize(t.data, t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+
+    for layer in range(2):
+        p = f"model.layers.{layer}.mlp.experts."
+        for proj, parts in (("gate_up_proj", ("ffn_gate_exps", "ffn_up_exps")), ("down_proj", ("ffn_down_exps",))):
+            w = openai_mxfp4_values(hf[p + proj + "_blocks"], hf[p + proj + "_scales"])  # [E, in, out]
+            if len(parts) == 2:
+                gate, up = w[..., ::2], w[..., 1::2]
+                assert np.array_equal(gate.transpose(0, 2, 1), experts(f"blk.{layer}.{parts[0]}.weight"))
+                assert np.array_equal(up.transpose(0, 2, 1), experts(f"blk.{layer}.{parts[1]}.weight"))
+            else:
+                assert np.array_equal(w.transpose(0, 2, 1), experts(f"blk.{layer}.{parts[0]}.weight"))

@@ -17,7 +17,8 @@ from test_quantize import assert_generates_as_llama
 
 QUANT_KEYS = ["general.quantization_version", "general.file_type"]
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "IQ4_XS"]
-NAMES = [n for n in MODELS if n != "synth-qwen3"]
+# synth-gptoss: its source is quantized, so test_gptoss_checkpoint_requantizes_as_its_gguf
+NAMES = [n for n in MODELS if n not in ("synth-qwen3", "synth-gptoss")]
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +148,17 @@ def test_checkpoint_of_a_q8_0_file_requantizes_to_it(deskside_bin, shared, tmp_p
     run([sys.executable, SCRIPT, source, d, "--dtype", "f32"])
     ours = quantize(deskside_bin, d, tmp_path / "q8.gguf", "Q8_0")
     assert sorted(tensors(ours)) == sorted(tensors(source))
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "F32", "Q4_K_M"])
+def test_gptoss_checkpoint_requantizes_as_its_gguf(deskside_bin, sources, checkpoint, tmp_path, qtype):  # noqa: F811
+    """The gpt-oss checkpoint of synth-gptoss-mxfp4_moe.gguf (experts in OpenAI's MXFP4 layout, Q8_0
+    matrices dequantized) quantizes with --allow-requantize to the bytes the GGUF quantizes to: the
+    experts' MXFP4 blocks come back as GGUF's, so they dequantize alike (F32 shows every value). The
+    tensors are compared by name: the source GGUF's order is not the converter's."""
+    d = checkpoint("synth-gptoss", "f32")
+    ours, theirs = (tmp_path / "hf.gguf", tmp_path / "gguf.gguf")
+    run([deskside_bin, "quantize", d, ours, "--type", qtype, "--allow-requantize", "--threads", 2])
+    run([deskside_bin, "quantize", sources["synth-gptoss"], theirs, "--type", qtype, "--allow-requantize",
+         "--threads", 2])
+    assert sorted(tensors(ours)) == sorted(tensors(theirs))
