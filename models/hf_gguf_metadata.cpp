@@ -10,10 +10,10 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <regex>
@@ -49,8 +49,12 @@ class KvList {
     std::vector<std::pair<std::string, GgufValue>> kv_;
 };
 
-GgufValue u32(int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); }
-GgufValue f32(double v) { return GgufValue::f32(static_cast<float>(v)); }
+GgufValue u32(int64_t v) {
+    return GgufValue::u32(static_cast<uint32_t>(v));
+}
+GgufValue f32(double v) {
+    return GgufValue::f32(static_cast<float>(v));
+}
 
 // gguf-py's Metadata.id_to_title: words title-cased unless they hold capitals or are versions/numbers.
 std::string id_to_title(const std::string& id) {
@@ -84,12 +88,13 @@ std::string id_to_title(const std::string& id) {
 // gguf-py's model_weight_count_rounded_notation(n, min_digits=2): "3.4M", "260K", "7.2B".
 std::string size_label(int64_t n) {
     const double x = static_cast<double>(n);
-    const auto [scaled, suffix] = x > 1e12 ? std::pair{x * 1e-12, "T"}
-                                : x > 1e9  ? std::pair{x * 1e-9, "B"}
-                                : x > 1e6  ? std::pair{x * 1e-6, "M"}
-                                           : std::pair{x * 1e-3, "K"};
+    const auto [scaled, suffix] = x > 1e12  ? std::pair{x * 1e-12, "T"}
+                                  : x > 1e9 ? std::pair{x * 1e-9, "B"}
+                                  : x > 1e6 ? std::pair{x * 1e-6, "M"}
+                                            : std::pair{x * 1e-3, "K"};
     const std::string whole = std::to_string(static_cast<int64_t>(std::nearbyint(scaled)));
-    const size_t digits = whole.find_first_not_of('0') == std::string::npos ? 0 : whole.size() - whole.find_first_not_of('0');
+    const size_t digits =
+        whole.find_first_not_of('0') == std::string::npos ? 0 : whole.size() - whole.find_first_not_of('0');
     const int fix = std::max(2 - static_cast<int>(digits), 0);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f%s", fix, scaled, suffix);
@@ -114,7 +119,8 @@ NameComponents name_components(const std::string& id, int64_t total_params) {
     }
     static const std::regex version(R"((v|iter)?\d+([.]\d+)*)", std::regex::icase);
     static const std::regex quant_type(R"(i?q\d(_\w)*|b?fp?(16|32))", std::regex::icase);
-    static const std::regex size(R"((([A]|\d+[x])?\d+([._]\d+)?[KMBT][\d]?|small|mini|medium|large|x?xl))", std::regex::icase);
+    static const std::regex size(R"((([A]|\d+[x])?\d+([._]\d+)?[KMBT][\d]?|small|mini|medium|large|x?xl))",
+                                 std::regex::icase);
     static const std::regex finetune(R"(chat|instruct|vision|lora)", std::regex::icase);
     const auto is_digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
     std::vector<unsigned> types(parts.size(), 0);
@@ -129,16 +135,19 @@ NameComponents name_components(const std::string& id, int64_t total_params) {
             for (char& c : part) c = c == '_' ? '.' : c;
             if (is_digit(part.back()))  // bloom-7b1 -> 7.1b
                 part = part.substr(0, part.size() - 2) + "." + part.back() + part[part.size() - 2];
-            if (part.size() > 1 && is_digit(part[part.size() - 2]) && std::string_view("kmbt").find(part.back()) != std::string_view::npos)
+            if (part.size() > 1 && is_digit(part[part.size() - 2]) &&
+                std::string_view("kmbt").find(part.back()) != std::string_view::npos)
                 part.back() = static_cast<char>(std::toupper(static_cast<unsigned char>(part.back())));
             if (total_params != 0) {
                 const std::string number = part.substr(0, part.size() - 1);
                 char* end = nullptr;
                 const double value = std::strtod(number.c_str(), &end);
                 if (!number.empty() && end == number.c_str() + number.size()) {
-                    const double label = value * std::pow(1000.0, static_cast<double>(std::string_view(" KMBT").find(part.back())));
+                    const double label =
+                        value * std::pow(1000.0, static_cast<double>(std::string_view(" KMBT").find(part.back())));
                     const bool off = total_params < 0 ? label < static_cast<double>(-total_params / 8)
-                                                      : std::abs(label - static_cast<double>(total_params)) > static_cast<double>(7 * total_params / 8);
+                                                      : std::abs(label - static_cast<double>(total_params)) >
+                                                            static_cast<double>(7 * total_params / 8);
                     if (off) {  // most likely a context length
                         types[i] |= kFinetune;
                         part.back() = static_cast<char>(std::tolower(static_cast<unsigned char>(part.back())));
@@ -155,12 +164,14 @@ NameComponents name_components(const std::string& id, int64_t total_params) {
     for (size_t i = 0; i < parts.size(); ++i)
         if ((types[i] & kSize) && std::any_of(parts[i].begin(), parts[i].end(), is_digit)) numeric_size = true;
     for (size_t i = 0; i < parts.size() && numeric_size; ++i) {
-        const bool alpha = std::all_of(parts[i].begin(), parts[i].end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
+        const bool alpha = std::all_of(parts[i].begin(), parts[i].end(),
+                                       [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
         if ((types[i] & kSize) && alpha) types[i] &= ~kSize;
     }
     bool at_start = true;
     for (size_t i = 0; i < parts.size(); ++i) {
-        if (at_start && ((types[i] == 0 && std::isalpha(static_cast<unsigned char>(parts[i][0]))) || (types[i] & kVersion))) {
+        if (at_start &&
+            ((types[i] == 0 && std::isalpha(static_cast<unsigned char>(parts[i][0]))) || (types[i] & kVersion))) {
             types[i] |= kBase;
         } else {
             at_start = false;
@@ -168,8 +179,10 @@ NameComponents name_components(const std::string& id, int64_t total_params) {
         }
     }
     for (size_t i = parts.size(); i-- > 0;) {  // a trailing version is not part of the basename
-        if ((types[i] & kBase) && types[i] != kBase) types[i] &= ~kBase;
-        else break;
+        if ((types[i] & kBase) && types[i] != kBase)
+            types[i] &= ~kBase;
+        else
+            break;
     }
     const auto join = [&](unsigned want, unsigned exclude) -> std::optional<std::string> {
         std::string joined;
@@ -241,8 +254,10 @@ void general_metadata(KvList& kv, const std::string& dir, int64_t n_params, cons
     if (c.version) kv.set("general.version", GgufValue::string(*c.version));
     if (c.finetune) kv.set("general.finetune", GgufValue::string(*c.finetune));
     if (c.basename) kv.set("general.basename", GgufValue::string(*c.basename));
-    if (c.size_label) kv.set("general.size_label", GgufValue::string(*c.size_label));
-    else if (n_params > 0) kv.set("general.size_label", GgufValue::string(counted_label));
+    if (c.size_label)
+        kv.set("general.size_label", GgufValue::string(*c.size_label));
+    else if (n_params > 0)
+        kv.set("general.size_label", GgufValue::string(counted_label));
 }
 
 // gguf-py's size_label from GGUFWriter.get_total_parameter_count: the parameter count, or for a
@@ -296,11 +311,13 @@ RopeParams rope_params(const JsonFields& f) {
         if (const auto s = rp->opt_object("sliding_attention")) r.theta_swa = s->opt_float("rope_theta");
         return r;
     }
-    for (const char* k : {"local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta", "rope_local_base_freq"}) {
+    for (const char* k :
+         {"local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta", "rope_local_base_freq"}) {
         if (!r.theta_swa) r.theta_swa = f.opt_float(k);
     }
     if (!r.theta) {
-        for (const char* k : {"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"}) {
+        for (const char* k :
+             {"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"}) {
             if (!r.theta) r.theta = f.opt_float(k);
         }
     }
@@ -314,7 +331,8 @@ void phi3_metadata(KvList& kv, const HfConfig& cfg, const JsonFields& f) {
     const Hparams& hp = cfg.hparams;
     const auto key = [&](const char* k) { return hp.architecture + "." + k; };
     kv.set(key("context_length"), u32(hp.n_ctx_train));
-    kv.set(key("rope.scaling.original_context_length"), u32(rope_params(f).orig_ctx.value_or(4096)));  // Phi3Config's default
+    kv.set(key("rope.scaling.original_context_length"),
+           u32(rope_params(f).orig_ctx.value_or(4096)));  // Phi3Config's default
     kv.set(key("embedding_length"), u32(hp.n_embd));
     kv.set(key("feed_forward_length"), u32(hp.n_ff));
     kv.set(key("block_count"), u32(hp.n_layer));
@@ -339,10 +357,12 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
     };
 
     kv.set(key("block_count"), u32(cfg.hparams.n_layer));
-    if (auto v = first_int({"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"}))
+    if (auto v = first_int({"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length",
+                            "model_max_length"}))
         kv.set(key("context_length"), u32(*v));
     if (auto v = first_int({"hidden_size", "n_embd", "dim"})) kv.set(key("embedding_length"), u32(*v));
-    if (auto v = first_int({"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"}))
+    if (auto v = first_int({"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner",
+                            "hidden_dim"}))
         kv.set(key("feed_forward_length"), u32(*v));
     if (auto v = first_int({"num_attention_heads", "n_head", "n_heads"})) kv.set(key("attention.head_count"), u32(*v));
     if (auto v = first_int({"num_key_value_heads", "n_kv_heads"})) kv.set(key("attention.head_count_kv"), u32(*v));
@@ -366,8 +386,10 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
     if (rope.theta_swa) kv.set(key("rope.freq_base_swa"), f32(*rope.theta_swa));
     if (auto v = f.has("rms_norm_eps") ? f.opt_float("rms_norm_eps") : f.opt_float("norm_eps"))
         kv.set(key("attention.layer_norm_rms_epsilon"), f32(*v));
-    if (auto v = first_int({"num_local_experts", "num_experts", "n_routed_experts"})) kv.set(key("expert_count"), u32(*v));
-    if (auto v = first_int({"num_experts_per_tok", "num_experts_per_token", "top_k_experts"})) kv.set(key("expert_used_count"), u32(*v));
+    if (auto v = first_int({"num_local_experts", "num_experts", "n_routed_experts"}))
+        kv.set(key("expert_count"), u32(*v));
+    if (auto v = first_int({"num_experts_per_tok", "num_experts_per_token", "top_k_experts"}))
+        kv.set(key("expert_used_count"), u32(*v));
     if (auto v = f.opt_int("head_dim")) {
         kv.set(key("attention.key_length"), u32(*v));
         kv.set(key("attention.value_length"), u32(*v));
@@ -375,7 +397,8 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
 
     if (arch == "llama") {  // LlamaModel
         kv.set(key("vocab_size"), u32(cfg.hparams.n_vocab));
-        kv.set(key("rope.dimension_count"), u32(f.opt_int("head_dim").value_or(cfg.hparams.n_embd / cfg.hparams.n_head)));
+        kv.set(key("rope.dimension_count"),
+               u32(f.opt_int("head_dim").value_or(cfg.hparams.n_embd / cfg.hparams.n_head)));
     } else if (arch == "gemma3") {  // Gemma3Model, with its own defaults for what the config leaves out
         kv.set(key("context_length"), u32(f.opt_int("max_position_embeddings").value_or(131072)));
         kv.set(key("attention.head_count"), u32(f.opt_int("num_attention_heads").value_or(8)));
@@ -383,7 +406,8 @@ void architecture_metadata(KvList& kv, const HfConfig& cfg, const std::string& p
         kv.set(key("attention.key_length"), u32(f.opt_int("head_dim").value_or(256)));
         kv.set(key("attention.value_length"), u32(f.opt_int("head_dim").value_or(256)));
         kv.set(key("rope.freq_base"), f32(rope.theta.value_or(1e6)));
-        if (auto cap = f.opt_float("final_logit_softcapping"); cap && *cap != 0) kv.set(key("final_logit_softcapping"), f32(*cap));
+        if (auto cap = f.opt_float("final_logit_softcapping"); cap && *cap != 0)
+            kv.set(key("final_logit_softcapping"), f32(*cap));
         if (f.opt_int("sliding_window_pattern") != std::optional<int64_t>(1)) {
             const auto window = f.opt_int("sliding_window");
             if (!window) f.fail("sliding_window", "missing (llama.cpp's converter requires it for Gemma 3)");
@@ -416,7 +440,8 @@ TokenList sentencepiece_tokens(const fs::path& dir, const HfConfig& cfg, const s
     if (const auto status = sp.Load(spm_path); !status.ok())
         throw HfCheckpointError(spm_path + ": not a SentencePiece model: " + status.ToString());
     const JsonFields f(cfg.stated, (dir / "config.json").string());
-    const int64_t n = f.opt_int("vocab_size_per_layer_input").value_or(f.opt_int("vocab_size").value_or(sp.GetPieceSize()));
+    const int64_t n =
+        f.opt_int("vocab_size_per_layer_input").value_or(f.opt_int("vocab_size").value_or(sp.GetPieceSize()));
     TokenList t;
     for (int64_t i = 0; i < n; ++i) {
         t.tokens.push_back("[PAD" + std::to_string(i) + "]");
@@ -530,13 +555,15 @@ void template_adds(const json& p, const std::optional<std::string>& bos, const s
 void special_vocab(KvList& kv, const fs::path& dir, const HfConfig& cfg, const std::optional<json>& tok_cfg,
                    const std::optional<std::string>& chat_template, int64_t n_vocab) {
     static constexpr const char* kTypes[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
-    static constexpr const char* kIdKeys[] = {"bos_token_id", "eos_token_id", "unknown_token_id", "seperator_token_id",
-                                              "padding_token_id", "cls_token_id", "mask_token_id"};
+    static constexpr const char* kIdKeys[] = {"bos_token_id",       "eos_token_id",     "unknown_token_id",
+                                              "seperator_token_id", "padding_token_id", "cls_token_id",
+                                              "mask_token_id"};
     std::vector<std::pair<int, int64_t>> ids;  // (kTypes index, id) in the order found
     std::vector<std::pair<std::string, bool>> adds;
     const auto set_id = [&](int typ, std::optional<int64_t> id) {
         if (!id || *id >= n_vocab) return;
-        if (*id < 0) throw HfCheckpointError(dir.string() + ": invalid " + kTypes[typ] + " token id " + std::to_string(*id));
+        if (*id < 0)
+            throw HfCheckpointError(dir.string() + ": invalid " + kTypes[typ] + " token id " + std::to_string(*id));
         for (const auto& [t, _] : ids)
             if (t == typ) return;
         ids.emplace_back(typ, *id);
@@ -557,7 +584,8 @@ void special_vocab(KvList& kv, const fs::path& dir, const HfConfig& cfg, const s
         const json tj = read_json_file(tj_path.string());
         if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) added_tokens = tj["added_tokens"];
         const json cfgj = tok_cfg.value_or(json::object());
-        const auto bos = token_text(cfgj, "bos_token"), cls = token_text(cfgj, "cls_token"), eos = token_text(cfgj, "eos_token");
+        const auto bos = token_text(cfgj, "bos_token"), cls = token_text(cfgj, "cls_token"),
+                   eos = token_text(cfgj, "eos_token");
         if (tj.contains("post_processor") && tj["post_processor"].is_object()) {
             const json& pp = tj["post_processor"];
             const json list = pp.contains("processors") ? pp["processors"] : json::array({pp});
@@ -575,11 +603,13 @@ void special_vocab(KvList& kv, const fs::path& dir, const HfConfig& cfg, const s
     if (tok_cfg) {
         for (int typ = 0; typ < 7; ++typ) {
             const std::string name = kTypes[typ];
-            if (auto it = tok_cfg->find("add_" + name + "_token"); it != tok_cfg->end() && it->is_boolean()) set_add(name, it->get<bool>(), false);
+            if (auto it = tok_cfg->find("add_" + name + "_token"); it != tok_cfg->end() && it->is_boolean())
+                set_add(name, it->get<bool>(), false);
             const auto text = token_text(*tok_cfg, name + "_token");
             if (!text) continue;
             for (const json& a : added_tokens) {
-                if (a.is_object() && a.value("content", "") == *text && a.contains("id") && a["id"].is_number_integer()) {
+                if (a.is_object() && a.value("content", "") == *text && a.contains("id") &&
+                    a["id"].is_number_integer()) {
                     set_id(typ, a["id"].get<int64_t>());
                     break;
                 }
@@ -588,11 +618,13 @@ void special_vocab(KvList& kv, const fs::path& dir, const HfConfig& cfg, const s
     }
     const JsonFields f(cfg.stated, (dir / "config.json").string());
     for (int typ = 0; typ < 7; ++typ) {
-        if (const json* v = f.get(std::string(kTypes[typ]) + "_token_id"); v && v->is_number_integer()) set_id(typ, v->get<int64_t>());
+        if (const json* v = f.get(std::string(kTypes[typ]) + "_token_id"); v && v->is_number_integer())
+            set_id(typ, v->get<int64_t>());
     }
     for (const auto& [typ, id] : ids) kv.set(std::string("tokenizer.ggml.") + kIdKeys[typ], u32(id));
     for (const auto& [typ, v] : adds) {
-        if (typ == "bos" || typ == "eos" || typ == "sep") kv.set("tokenizer.ggml.add_" + typ + "_token", GgufValue::boolean(v));
+        if (typ == "bos" || typ == "eos" || typ == "sep")
+            kv.set("tokenizer.ggml.add_" + typ + "_token", GgufValue::boolean(v));
     }
     if (tok_cfg && chat_template) kv.set("tokenizer.chat_template", GgufValue::string(*chat_template));
 }
@@ -673,7 +705,8 @@ void vocabulary_metadata(KvList& kv, const std::string& dir, const HfConfig& cfg
 
 std::vector<std::pair<std::string, GgufValue>> hf_gguf_metadata(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
-    if (!fs::is_regular_file(config_path)) throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
+    if (!fs::is_regular_file(config_path))
+        throw HfCheckpointError(dir + ": no config.json (not a Hugging Face checkpoint directory)");
     const HfConfig cfg = parse_hf_config(read_json_file(config_path), config_path);
     const ModelInfo model = read_hf_checkpoint(dir, cfg).info;  // shapes only: experts stay unstacked
 

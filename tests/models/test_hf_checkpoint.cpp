@@ -240,13 +240,7 @@ TEST_CASE("HF qwen3 checkpoint maps onto synth-qwen3-q8_0.gguf: per-head Q/K nor
     }
     const ModelInfo hf = load_hf_checkpoint(write_checkpoint(tmp, "qwen3", config, tensors).string());
     // That file lists a block's tensors alphabetically; compare the tables as sets.
-    const auto table = [](const ModelInfo& m) {
-        std::vector<std::pair<std::string, std::vector<int64_t>>> t;
-        for (const auto& x : m.tensors) t.push_back({x.name, x.shape});
-        std::sort(t.begin(), t.end());
-        return t;
-    };
-    CHECK(table(hf) == table(gguf));
+    check_same_tensor_set(hf, gguf);
     check_same_hparams(hf.hparams, gguf.hparams);
     CHECK(hf.hparams.rope_neox);
 }
